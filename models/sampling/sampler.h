@@ -1,0 +1,87 @@
+// Per-request token sampler: logits of one position -> one token id.
+#ifndef LOOM_MODELS_SAMPLING_SAMPLER_H_
+#define LOOM_MODELS_SAMPLING_SAMPLER_H_
+
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "models/sampling/sampling_options.h"
+
+namespace loom {
+
+// Sample() applies, in this order (llama.cpp-like):
+//   1. penalties (penalties.h) over the window of `history`;
+//   2. temperature == 0: argmax of the penalised logits, ties -> lowest id; done;
+//   3. top-k: keep the k largest logits (ties -> lower id first);
+//   4. softmax of logit / temperature over the survivors;
+//   5. top-p: keep the smallest prefix, by descending probability, whose cumulative
+//      probability is >= top_p (always at least one token);
+//   6. min-p: drop tokens with p < min_p * p_max (the most likely token always stays);
+//   7. renormalise and draw one token with a uniform double from the generator.
+// NaN logits are treated as -inf and +inf as the largest float. If every logit is -inf
+// the result is token 0.
+//
+// Determinism: with has_seed, the generator is std::mt19937_64(seed) and the uniform
+// double is (next() >> 11) * 2^-53, so the same seed and the same sequence of logits and
+// histories give the same tokens on every standard library. Candidates are drawn in an
+// order that does not depend on std::nth_element's implementation.
+//
+// Thread safety: none; one Sampler belongs to one request on the engine thread.
+class Sampler {
+ public:
+  // InvalidArgument if options.Validate() fails.
+  static absl::StatusOr<Sampler> Create(const SamplingOptions& options);
+
+  Sampler(Sampler&&) = default;
+  Sampler& operator=(Sampler&&) = default;
+
+  // logits: [vocab] raw logits of the next position (vocab >= 1; empty -> returns -1).
+  // history: prompt + generated token ids so far, oldest first (for penalties only).
+  // Returns a token id in [0, vocab).
+  int32_t Sample(absl::Span<const float> logits, absl::Span<const int32_t> history);
+
+  // The n most likely tokens under log_softmax(logits) of the RAW logits (before
+  // penalties and temperature), best first, ties -> lower id first. Returns
+  // min(n, vocab) pairs {token id, log-probability}; n <= 0 -> empty. NaN logits count as
+  // -inf; if every logit is -inf every log-probability is -inf.
+  static std::vector<std::pair<int32_t, float>> TopLogprobs(absl::Span<const float> logits,
+                                                            int n);
+
+  // log_softmax(logits)[token] of the RAW logits (same convention as TopLogprobs);
+  // -inf if token is outside [0, vocab).
+  static float TokenLogprob(absl::Span<const float> logits, int32_t token);
+
+  const SamplingOptions& options() const { return options_; }
+
+ private:
+  struct Candidate {
+    float logit;
+    float p;  // unnormalised probability exp((logit - max) / temperature)
+    int32_t id;
+  };
+
+  Sampler(const SamplingOptions& options, uint64_t seed);
+
+  // Uniform double in [0, 1) with 53 random bits.
+  double NextUniform();
+  // Steps 3-7 over work_; returns the drawn id.
+  int32_t SampleStochastic();
+  // Step 5 over candidates_ (all p > 0); leaves the kept prefix sorted by descending p.
+  // `sorted`: candidates_ are already sorted by descending logit (after top-k).
+  void KeepTopP(bool sorted);
+
+  SamplingOptions options_;
+  std::mt19937_64 rng_;
+  // Scratch reused across calls so that Sample() does not allocate in steady state.
+  std::vector<float> work_;              // [vocab] penalised logits
+  std::vector<Candidate> candidates_;    // survivors of the current step
+  std::vector<int32_t> window_scratch_;  // penalties.h scratch
+};
+
+}  // namespace loom
+
+#endif  // LOOM_MODELS_SAMPLING_SAMPLER_H_
