@@ -1,0 +1,121 @@
+#include "models/llama/llama_model.h"
+
+#include "absl/strings/str_format.h"
+
+namespace loom {
+namespace {
+
+void Grow(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+void AddInPlace(float* x, const float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
+    std::unique_ptr<ModelSource> source, kernels::Backend* backend) {
+  if (source == nullptr || backend == nullptr) {
+    return absl::InvalidArgumentError("LlamaModel: source and backend are required");
+  }
+  absl::StatusOr<LlamaWeights> w = LlamaWeights::Bind(*source);
+  if (!w.ok()) return w.status();
+  return std::unique_ptr<LlamaModel>(
+      new LlamaModel(std::move(source), *std::move(w), backend));
+}
+
+void LlamaModel::Embed(const BatchPlan& plan, float* x) const {
+  const kernels::WeightMatrix& e = weights_.token_embd;
+  for (int t = 0; t < plan.n_tokens(); ++t) {
+    DequantizeRow(e.dtype, e.data + e.row_bytes * plan.tokens()[t], x + t * e.cols, e.cols);
+  }
+}
+
+void LlamaModel::Attention(int layer, const BatchPlan& plan, PagedKvCache* kv,
+                           ForwardWorkspace* ws) const {
+  const LlamaConfig& c = config();
+  const LlamaLayerWeights& L = weights_.layers[layer];
+  const int n = plan.n_tokens();
+  kernels::Backend& be = *backend_;
+  be.RmsNorm(ws->x.data(), L.attn_norm.data(), n, c.hidden, c.rms_eps, ws->xn.data());
+  be.PackActivations(L.q.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
+  be.MatMul(L.q, ws->pack, ws->q.data());
+  if (L.k.dtype != L.q.dtype) be.PackActivations(L.k.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
+  be.MatMul(L.k, ws->pack, ws->k.data());
+  if (L.v.dtype != L.k.dtype) be.PackActivations(L.v.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
+  be.MatMul(L.v, ws->pack, ws->v.data());
+  const bool adjacent = c.rope_layout == RopeLayout::kAdjacentPairs;
+  be.Rope(ws->q.data(), plan.positions().data(), n, c.n_heads, c.head_dim, c.rope_theta,
+          adjacent);
+  be.Rope(ws->k.data(), plan.positions().data(), n, c.n_kv_heads, c.head_dim, c.rope_theta,
+          adjacent);
+  const kernels::AttentionBatch batch = plan.attention();
+  be.AppendKv(kv->layout(), batch, ws->k.data(), ws->v.data(), kv->k_pool(layer),
+              kv->v_pool(layer));
+  be.PagedAttention(kv->layout(), batch, ws->q.data(), c.n_heads, kv->k_pool(layer),
+                    kv->v_pool(layer), ws->attn.data());
+  be.PackActivations(L.o.dtype, ws->attn.data(), n, c.n_heads * c.head_dim, &ws->pack);
+  be.MatMul(L.o, ws->pack, ws->proj.data());
+  AddInPlace(ws->x.data(), ws->proj.data(), static_cast<size_t>(n) * c.hidden);
+}
+
+void LlamaModel::FeedForward(int layer, int n, ForwardWorkspace* ws) const {
+  const LlamaConfig& c = config();
+  const LlamaLayerWeights& L = weights_.layers[layer];
+  kernels::Backend& be = *backend_;
+  be.RmsNorm(ws->x.data(), L.ffn_norm.data(), n, c.hidden, c.rms_eps, ws->xn.data());
+  be.PackActivations(L.gate.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
+  be.MatMul(L.gate, ws->pack, ws->gate.data());
+  if (L.up.dtype != L.gate.dtype) {
+    be.PackActivations(L.up.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
+  }
+  be.MatMul(L.up, ws->pack, ws->up.data());
+  const size_t ff = static_cast<size_t>(n) * c.intermediate;
+  be.SiluMul(ws->gate.data(), ws->up.data(), ff, ws->gate.data());
+  be.PackActivations(L.down.dtype, ws->gate.data(), n, c.intermediate, &ws->pack);
+  be.MatMul(L.down, ws->pack, ws->proj.data());
+  AddInPlace(ws->x.data(), ws->proj.data(), static_cast<size_t>(n) * c.hidden);
+}
+
+absl::Status LlamaModel::Forward(const BatchPlan& plan, PagedKvCache* kv, ForwardWorkspace* ws,
+                                 float* logits) const {
+  const LlamaConfig& c = config();
+  const int n = plan.n_tokens();
+  if (n == 0) return absl::OkStatus();
+  if (kv->layout().n_kv_heads != c.n_kv_heads || kv->layout().head_dim != c.head_dim) {
+    return absl::InvalidArgumentError("Forward: KV cache geometry does not match the model");
+  }
+  const size_t nt = static_cast<size_t>(n);
+  Grow(ws->x, nt * c.hidden);
+  Grow(ws->xn, nt * c.hidden);
+  Grow(ws->q, nt * c.n_heads * c.head_dim);
+  Grow(ws->k, nt * c.n_kv_heads * c.head_dim);
+  Grow(ws->v, nt * c.n_kv_heads * c.head_dim);
+  Grow(ws->attn, nt * c.n_heads * c.head_dim);
+  Grow(ws->proj, nt * c.hidden);
+  Grow(ws->gate, nt * c.intermediate);
+  Grow(ws->up, nt * c.intermediate);
+
+  Embed(plan, ws->x.data());
+  for (int l = 0; l < c.n_layers; ++l) {
+    Attention(l, plan, kv, ws);
+    FeedForward(l, n, ws);
+  }
+  const auto& rows = plan.logit_tokens();
+  if (rows.empty()) return absl::OkStatus();
+  const int m = static_cast<int>(rows.size());
+  Grow(ws->last, static_cast<size_t>(m) * c.hidden);
+  for (int i = 0; i < m; ++i) {
+    std::copy_n(ws->x.data() + static_cast<size_t>(rows[i]) * c.hidden, c.hidden,
+                ws->last.data() + static_cast<size_t>(i) * c.hidden);
+  }
+  backend_->RmsNorm(ws->last.data(), weights_.output_norm.data(), m, c.hidden, c.rms_eps,
+                    ws->last.data());
+  backend_->PackActivations(weights_.output.dtype, ws->last.data(), m, c.hidden, &ws->pack);
+  backend_->MatMul(weights_.output, ws->pack, logits);
+  return absl::OkStatus();
+}
+
+}  // namespace loom
