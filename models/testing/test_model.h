@@ -1,18 +1,15 @@
 // Where tests find the default model (SmolLM2-135M-Instruct Q4_1 GGUF) fetched by
-// scripts/fetch_model.sh: $LOOM_MODEL, else $HOME/.cache/loom/SmolLM2-135M-Instruct.Q4_1.gguf.
+// scripts/fetch_model.sh; see models/default_model.h.
 #ifndef LOOM_MODELS_TESTING_TEST_MODEL_H_
 #define LOOM_MODELS_TESTING_TEST_MODEL_H_
 
-#include <cstdlib>
 #include <string>
+
+#include "models/default_model.h"
 
 namespace loom::testing {
 
-inline std::string DefaultModelPath() {
-  if (const char* m = std::getenv("LOOM_MODEL"); m != nullptr && *m != '\0') return m;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "/root") + "/.cache/loom/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
+inline std::string DefaultModelPath() { return loom::DefaultModelPath(); }
 
 }  // namespace loom::testing
 
