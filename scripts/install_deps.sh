@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what Loom needs to build and test on Debian 12 (bookworm), if missing.
+# Everything comes from Debian's packages; nothing is vendored or downloaded otherwise.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap                       # Bazel 4.2.3
+  g++ python3 python3-pip unzip
+  libabsl-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libpcre2-dev nlohmann-json3-dev
+  libsentencepiece-dev sentencepiece
+  libcpp-httplib-dev prometheus-cpp-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}" >&2
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
+fi
