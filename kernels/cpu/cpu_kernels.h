@@ -1,0 +1,46 @@
+// Internal to CpuBackend: per-ISA kernel tables. Each table's functions compute every
+// output element with one fixed sequence of operations that does not depend on how many
+// rows are processed together, which rows are neighbours, or where a thread's range
+// starts (the batch-invariance contract of backend.h).
+#ifndef LOOM_KERNELS_CPU_CPU_KERNELS_H_
+#define LOOM_KERNELS_CPU_CPU_KERNELS_H_
+
+#include <cstdint>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_isa.h"
+
+namespace loom::kernels::cpu {
+
+struct KernelTable {
+  const char* name;
+  // For weight rows r in [r0, r1) and activation rows c < n:
+  //   y[c * y_stride + r] = dot(W row r, x row c).
+  // Quantized weights: x is n rows of nb Q8 blocks. Float weights: x is n rows of k floats.
+  void (*matmul_q8)(const WeightMatrix& w, const BlockQ8Act* x, int n, int nb, int64_t r0,
+                    int64_t r1, float* y, int64_t y_stride);
+  void (*matmul_f32)(const WeightMatrix& w, const float* x, int n, int k, int64_t r0,
+                     int64_t r1, float* y, int64_t y_stride);
+  // Bitwise identical to QuantizeRowQ8.
+  void (*quantize_row)(const float* x, int k, BlockQ8Act* out);
+  void (*rmsnorm_row)(const float* x, const float* gamma, int dim, float eps, float* y);
+  void (*silu_mul)(const float* gate, const float* up, int64_t count, float* y);
+  // Round-to-nearest-even FP32 -> FP16 of `count` values.
+  void (*fp32_to_fp16)(const float* x, int count, uint16_t* y);
+  // Attention of one query head of token t (see Backend::PagedAttention). Vector tables
+  // handle head_dim % 8 == 0 && head_dim <= kMaxVecHeadDim; other shapes use the scalar
+  // table's function.
+  void (*attention_head)(const KvLayout& l, const AttentionBatch& b, int t, int head,
+                         int n_heads, const float* q_head, const uint16_t* k_pool,
+                         const uint16_t* v_pool, float* out_head);
+};
+
+inline constexpr int kMaxVecHeadDim = 256;
+
+const KernelTable* ScalarKernels();
+const KernelTable* Avx2Kernels();
+const KernelTable* Avx512VnniKernels();
+
+}  // namespace loom::kernels::cpu
+
+#endif  // LOOM_KERNELS_CPU_CPU_KERNELS_H_
