@@ -68,17 +68,30 @@ class Sampler {
 
   // Uniform double in [0, 1) with 53 random bits.
   double NextUniform();
-  // Steps 3-7 over work_; returns the drawn id.
-  int32_t SampleStochastic();
-  // Step 5 over candidates_ (all p > 0); leaves the kept prefix sorted by descending p.
-  // `sorted`: candidates_ are already sorted by descending logit (after top-k).
-  void KeepTopP(bool sorted);
+  // The k best of Sanitize(x) into *out, sorted by (logit desc, id asc); p left 0.
+  // REQUIRES: k <= x.size().
+  static void SelectTopK(absl::Span<const float> x, size_t k, std::vector<Candidate>* out);
+  // Steps 3-7 when top-k is active (0 < k < vocab). x: [vocab] penalised logits.
+  int32_t SampleTopK(absl::Span<const float> x, size_t k);
+  // Steps 4-7 over the whole vocabulary. x: [vocab] penalised logits.
+  int32_t SampleFullVocab(absl::Span<const float> x);
+  // Step 5 over probs_: fills candidates_ with the kept tokens, sorted by (p desc, id asc).
+  // x: [vocab] penalised logits; total: sum of probs_.
+  void SelectTopP(absl::Span<const float> x, double total);
+  // Step 5 over candidates_ already sorted by descending p.
+  void TruncateTopP();
+  // Step 6 over candidates_ already sorted by descending p.
+  void TruncateMinP();
+  // Step 7 over candidates_ (non-empty).
+  int32_t DrawCandidate();
 
   SamplingOptions options_;
   std::mt19937_64 rng_;
   // Scratch reused across calls so that Sample() does not allocate in steady state.
-  std::vector<float> work_;              // [vocab] penalised logits
-  std::vector<Candidate> candidates_;    // survivors of the current step
+  std::vector<float> work_;              // [vocab] penalised logits (when penalties apply)
+  std::vector<float> probs_;             // [vocab] unnormalised probabilities (full path)
+  std::vector<Candidate> candidates_;    // survivors of top-k / top-p, sorted best first
+  std::vector<double> bucket_mass_;      // top-p histogram, see SelectTopP
   std::vector<int32_t> window_scratch_;  // penalties.h scratch
 };
 

@@ -204,24 +204,31 @@ TEST(SamplerTest, TopKThenTopP) {
 }
 
 TEST(SamplerTest, MinPDropsTokensBelowFractionOfMax) {
-  // p = 0.5, 0.3, 0.15, 0.05. min_p 0.2 -> threshold 0.1 keeps {0, 1, 2};
-  // min_p 0.5 -> threshold 0.25 keeps {0, 1}; min_p 1 keeps only the max.
-  const std::vector<float> logits = LogsOf({0.5, 0.3, 0.15, 0.05});
+  // p = 0.5, 0.3, 0.15, 0.05 (+ a 5th token with p ~ 1e-22 that min-p always drops).
+  // min_p 0.2 -> threshold 0.1 keeps {0, 1, 2}; min_p 0.5 -> threshold 0.25 keeps {0, 1};
+  // min_p 1 keeps only the max. Checked on all three code paths: full vocabulary,
+  // after top-k (4 of 5), and after top-p (0.999 keeps the 4 likely tokens).
+  std::vector<float> logits = LogsOf({0.5, 0.3, 0.15, 0.05});
+  logits.push_back(-50.0f);
   const struct {
     float min_p;
     std::vector<double> kept;
   } cases[] = {
-      {0.2f, {0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0}},
-      {0.5f, {0.5 / 0.8, 0.3 / 0.8, 0, 0}},
-      {1.0f, {1, 0, 0, 0}},
+      {0.2f, {0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0, 0}},
+      {0.5f, {0.5 / 0.8, 0.3 / 0.8, 0, 0, 0}},
+      {1.0f, {1, 0, 0, 0, 0}},
   };
   const int kDraws = 40000;
-  for (const auto& c : cases) {
-    SamplingOptions o = Seeded(1.0f, 6);
-    o.min_p = c.min_p;
-    Sampler sampler = MakeSampler(o);
-    const std::vector<int> counts = Histogram(&sampler, logits, kDraws);
-    EXPECT_LT(ChiSquare(counts, c.kept, kDraws), 25.0) << "min_p=" << c.min_p;
+  for (int path = 0; path < 3; ++path) {
+    for (const auto& c : cases) {
+      SamplingOptions o = Seeded(1.0f, 6 + path);
+      o.min_p = c.min_p;
+      if (path == 1) o.top_k = 4;
+      if (path == 2) o.top_p = 0.999f;
+      Sampler sampler = MakeSampler(o);
+      const std::vector<int> counts = Histogram(&sampler, logits, kDraws);
+      EXPECT_LT(ChiSquare(counts, c.kept, kDraws), 25.0) << "min_p=" << c.min_p << " path " << path;
+    }
   }
 }
 
