@@ -26,9 +26,15 @@ namespace loom {
 // the result is token 0.
 //
 // Determinism: with has_seed, the generator is std::mt19937_64(seed) and the uniform
-// double is (next() >> 11) * 2^-53, so the same seed and the same sequence of logits and
-// histories give the same tokens on every standard library. Candidates are drawn in an
-// order that does not depend on std::nth_element's implementation.
+// double is (next() >> 11) * 2^-53; the token is the first candidate whose cumulative
+// unnormalised probability exceeds u * total. Candidates are walked in id order (no top-k /
+// top-p) or sorted by (p or logit desc, id asc), never in an order left to the standard
+// library, so the same seed and the same sequence of logits and histories give the same
+// tokens with any standard library (probabilities come from libm's expf).
+//
+// Cost per call, vocab V: greedy O(V) (no copy unless penalties apply); top-k O(V) scan
+// with a k-heap; top-p O(V) (expf per token + a 1017-bucket histogram) plus a sort of only
+// the buckets that reach top_p; no full sort of V except in a rounding fallback.
 //
 // Thread safety: none; one Sampler belongs to one request on the engine thread.
 class Sampler {

@@ -315,6 +315,20 @@ TEST(SamplerTest, SameSeedSameSequenceDifferentSeedDifferent) {
   }
 }
 
+// The documented derivation: u = (mt19937_64(seed)() >> 11) * 2^-53, token = first id
+// whose cumulative (unnormalised) probability exceeds u * total. With three equal logits
+// every p is exactly 1, so the token is floor(3u).
+TEST(SamplerTest, DrawFollowsDocumentedUniformDerivation) {
+  const uint64_t kSeed = 0x5eed;
+  Sampler sampler = MakeSampler(Seeded(1.0f, kSeed));
+  std::mt19937_64 reference(kSeed);
+  const std::vector<float> logits = {0.25f, 0.25f, 0.25f};
+  for (int i = 0; i < 300; ++i) {
+    const double u = static_cast<double>(reference() >> 11) * 0x1.0p-53;
+    EXPECT_EQ(sampler.Sample(logits, {}), static_cast<int32_t>(std::floor(u * 3))) << i;
+  }
+}
+
 TEST(SamplerTest, SeedlessSamplersDiffer) {
   SamplingOptions o;
   o.temperature = 1.0f;
