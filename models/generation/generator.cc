@@ -171,8 +171,8 @@ absl::StatusOr<std::vector<GenerationResult>> Generator::Run(
         a.history.push_back(*a.pending);
         a.pending.reset();
       }
-      const int32_t r0 = plan->logit_indptr()[c];
-      if (plan->logit_indptr()[c + 1] == r0) continue;  // mid-prompt chunk
+      const int32_t r0 = plan->logit_rows(c).first;
+      if (plan->logit_rows(c).second == r0) continue;  // mid-prompt chunk
       const absl::Span<const float> row(logits_.data() + static_cast<size_t>(r0) * cfg.vocab_size,
                                         cfg.vocab_size);
       const int32_t tok = a.sampler->Sample(row, a.history);

@@ -16,14 +16,14 @@ void AddInPlace(float* x, const float* y, size_t n) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
-    std::unique_ptr<ModelSource> source, kernels::Backend* backend) {
+    std::unique_ptr<ModelSource> source, kernels::Backend* backend, kernels::LoraOps* lora) {
   if (source == nullptr || backend == nullptr) {
     return absl::InvalidArgumentError("LlamaModel: source and backend are required");
   }
   absl::StatusOr<LlamaWeights> w = LlamaWeights::Bind(*source);
   if (!w.ok()) return w.status();
   return std::unique_ptr<LlamaModel>(
-      new LlamaModel(std::move(source), *std::move(w), backend));
+      new LlamaModel(std::move(source), *std::move(w), backend, lora));
 }
 
 void LlamaModel::Embed(const BatchPlan& plan, float* x) const {
@@ -31,6 +31,26 @@ void LlamaModel::Embed(const BatchPlan& plan, float* x) const {
   for (int t = 0; t < plan.n_tokens(); ++t) {
     DequantizeRow(e.dtype, e.data + e.row_bytes * plan.tokens()[t], x + t * e.cols, e.cols);
   }
+}
+
+void LlamaModel::ApplyLora(const BatchPlan& plan, int layer, Projection p, const float* x,
+                           int h_in, int h_out, float* y, ForwardWorkspace* ws) const {
+  const std::vector<AdapterSegment>& segments = plan.adapter_segments();
+  if (segments.empty()) return;
+  ws->lora_segs.resize(segments.size());
+  bool any = false;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    kernels::LoraSegment& seg = ws->lora_segs[s];
+    seg.begin = segments[s].begin;
+    seg.end = segments[s].end;
+    seg.lora = segments[s].adapter->Pair(layer, p);
+    any |= seg.lora != nullptr;
+  }
+  if (!any) return;
+  const int stride = plan.max_adapter_rank();
+  const int n = static_cast<int>(ws->lora_segs.size());
+  lora_->SgmvShrink(x, h_in, ws->lora_segs.data(), n, ws->lora_v.data(), stride);
+  lora_->SgmvExpand(ws->lora_v.data(), stride, ws->lora_segs.data(), n, h_out, y);
 }
 
 void LlamaModel::Attention(int layer, const BatchPlan& plan, PagedKvCache* kv,
@@ -42,10 +62,14 @@ void LlamaModel::Attention(int layer, const BatchPlan& plan, PagedKvCache* kv,
   be.RmsNorm(ws->x.data(), L.attn_norm.data(), n, c.hidden, c.rms_eps, ws->xn.data());
   be.PackActivations(L.q.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
   be.MatMul(L.q, ws->pack, ws->q.data());
+  const int qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
+  ApplyLora(plan, layer, Projection::kQ, ws->xn.data(), c.hidden, qd, ws->q.data(), ws);
   if (L.k.dtype != L.q.dtype) be.PackActivations(L.k.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
   be.MatMul(L.k, ws->pack, ws->k.data());
+  ApplyLora(plan, layer, Projection::kK, ws->xn.data(), c.hidden, kvd, ws->k.data(), ws);
   if (L.v.dtype != L.k.dtype) be.PackActivations(L.v.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
   be.MatMul(L.v, ws->pack, ws->v.data());
+  ApplyLora(plan, layer, Projection::kV, ws->xn.data(), c.hidden, kvd, ws->v.data(), ws);
   const bool adjacent = c.rope_layout == RopeLayout::kAdjacentPairs;
   be.Rope(ws->q.data(), plan.positions().data(), n, c.n_heads, c.head_dim, c.rope_theta,
           adjacent);
@@ -56,26 +80,34 @@ void LlamaModel::Attention(int layer, const BatchPlan& plan, PagedKvCache* kv,
               kv->v_pool(layer));
   be.PagedAttention(kv->layout(), batch, ws->q.data(), c.n_heads, kv->k_pool(layer),
                     kv->v_pool(layer), ws->attn.data());
-  be.PackActivations(L.o.dtype, ws->attn.data(), n, c.n_heads * c.head_dim, &ws->pack);
+  be.PackActivations(L.o.dtype, ws->attn.data(), n, qd, &ws->pack);
   be.MatMul(L.o, ws->pack, ws->proj.data());
+  ApplyLora(plan, layer, Projection::kO, ws->attn.data(), qd, c.hidden, ws->proj.data(), ws);
   AddInPlace(ws->x.data(), ws->proj.data(), static_cast<size_t>(n) * c.hidden);
 }
 
-void LlamaModel::FeedForward(int layer, int n, ForwardWorkspace* ws) const {
+void LlamaModel::FeedForward(int layer, const BatchPlan& plan, ForwardWorkspace* ws) const {
+  const int n = plan.n_tokens();
   const LlamaConfig& c = config();
   const LlamaLayerWeights& L = weights_.layers[layer];
   kernels::Backend& be = *backend_;
   be.RmsNorm(ws->x.data(), L.ffn_norm.data(), n, c.hidden, c.rms_eps, ws->xn.data());
   be.PackActivations(L.gate.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
   be.MatMul(L.gate, ws->pack, ws->gate.data());
+  ApplyLora(plan, layer, Projection::kGate, ws->xn.data(), c.hidden, c.intermediate,
+            ws->gate.data(), ws);
   if (L.up.dtype != L.gate.dtype) {
     be.PackActivations(L.up.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
   }
   be.MatMul(L.up, ws->pack, ws->up.data());
+  ApplyLora(plan, layer, Projection::kUp, ws->xn.data(), c.hidden, c.intermediate,
+            ws->up.data(), ws);
   const size_t ff = static_cast<size_t>(n) * c.intermediate;
   be.SiluMul(ws->gate.data(), ws->up.data(), ff, ws->gate.data());
   be.PackActivations(L.down.dtype, ws->gate.data(), n, c.intermediate, &ws->pack);
   be.MatMul(L.down, ws->pack, ws->proj.data());
+  ApplyLora(plan, layer, Projection::kDown, ws->gate.data(), c.intermediate, c.hidden,
+            ws->proj.data(), ws);
   AddInPlace(ws->x.data(), ws->proj.data(), static_cast<size_t>(n) * c.hidden);
 }
 
@@ -97,11 +129,17 @@ absl::Status LlamaModel::Forward(const BatchPlan& plan, PagedKvCache* kv, Forwar
   Grow(ws->proj, nt * c.hidden);
   Grow(ws->gate, nt * c.intermediate);
   Grow(ws->up, nt * c.intermediate);
+  if (!plan.adapter_segments().empty()) {
+    if (lora_ == nullptr) {
+      return absl::FailedPreconditionError("Forward: adapters requested but no LoRA kernels");
+    }
+    Grow(ws->lora_v, nt * static_cast<size_t>(plan.max_adapter_rank()));
+  }
 
   Embed(plan, ws->x.data());
   for (int l = 0; l < c.n_layers; ++l) {
     Attention(l, plan, kv, ws);
-    FeedForward(l, n, ws);
+    FeedForward(l, plan, ws);
   }
   const auto& rows = plan.logit_tokens();
   if (rows.empty()) return absl::OkStatus();

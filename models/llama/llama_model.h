@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
+#include "kernels/lora_ops.h"
 #include "models/kv_cache/paged_kv_cache.h"
 #include "models/llama/batch_plan.h"
 #include "models/llama/llama_weights.h"
@@ -28,17 +29,22 @@ struct ForwardWorkspace {
   std::vector<float> gate, up; // [T, intermediate]
   std::vector<float> last;     // [L, hidden] rows that need logits
   kernels::ActivationPack pack;
+  std::vector<float> lora_v;   // [T, max_rank] LoRA shrink intermediate
+  std::vector<kernels::LoraSegment> lora_segs;
 };
 
 class LlamaModel {
  public:
-  // Takes ownership of `source`. `backend` must outlive the model.
+  // Takes ownership of `source`. `backend` (and `lora`, when given) must outlive the model.
+  // Without `lora`, a plan that names adapters is refused.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
-      std::unique_ptr<ModelSource> source, kernels::Backend* backend);
+      std::unique_ptr<ModelSource> source, kernels::Backend* backend,
+      kernels::LoraOps* lora = nullptr);
 
   const LlamaConfig& config() const { return source_->config(); }
   const ModelSource& source() const { return *source_; }
   kernels::Backend* backend() const { return backend_; }
+  kernels::LoraOps* lora_ops() const { return lora_; }
 
   // Runs one step. Appends the K/V of every token of `plan` to `kv` and writes
   // logits [plan.logit_tokens().size(), vocab] row-major to `logits`.
@@ -48,16 +54,22 @@ class LlamaModel {
 
  private:
   LlamaModel(std::unique_ptr<ModelSource> source, LlamaWeights weights,
-             kernels::Backend* backend)
-      : source_(std::move(source)), weights_(std::move(weights)), backend_(backend) {}
+             kernels::Backend* backend, kernels::LoraOps* lora)
+      : source_(std::move(source)), weights_(std::move(weights)), backend_(backend),
+        lora_(lora) {}
+
+  // y [T, h_out] += each adapter segment's LoRA of projection p applied to x [T, h_in].
+  void ApplyLora(const BatchPlan& plan, int layer, Projection p, const float* x, int h_in,
+                 int h_out, float* y, ForwardWorkspace* ws) const;
 
   void Embed(const BatchPlan& plan, float* x) const;
   void Attention(int layer, const BatchPlan& plan, PagedKvCache* kv, ForwardWorkspace* ws) const;
-  void FeedForward(int layer, int n, ForwardWorkspace* ws) const;
+  void FeedForward(int layer, const BatchPlan& plan, ForwardWorkspace* ws) const;
 
   std::unique_ptr<ModelSource> source_;
   LlamaWeights weights_;
   kernels::Backend* backend_;
+  kernels::LoraOps* lora_;
 };
 
 }  // namespace loom

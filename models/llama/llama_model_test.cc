@@ -61,8 +61,8 @@ class LlamaModelTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s;
     std::vector<std::vector<float>> out;
     for (size_t c = 0; c < chunks.size(); ++c) {
-      out.emplace_back(logits.begin() + plan->logit_indptr()[c] * vocab,
-                       logits.begin() + plan->logit_indptr()[c + 1] * vocab);
+      out.emplace_back(logits.begin() + plan->logit_rows(c).first * vocab,
+                       logits.begin() + plan->logit_rows(c).second * vocab);
     }
     return out;
   }
