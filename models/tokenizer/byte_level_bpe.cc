@@ -89,11 +89,7 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::Create(const Vocabul
   }
   for (int b = 0; b < 256; ++b) {
     t->byte_symbol_[b] = intern(ByteToUnicode(static_cast<uint8_t>(b)));
-    t->byte_token_[b] = t->symbol_token_[t->byte_symbol_[b]];
-    if (t->byte_token_[b] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("byte-level vocabulary has no token for byte ", b));
-    }
+    t->single_char_token_[b] = t->symbol_token_[intern(std::string(1, static_cast<char>(b)))];
   }
   t->merges_.reserve(vocab.merges.size());
   for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
@@ -180,8 +176,9 @@ void ByteLevelBpe::EncodeWord(std::string_view word, std::vector<int32_t>* out) 
     if (tok >= 0) {
       ids.push_back(tok);
     } else {
-      for (char b : ByteLevelDecode(symbols_[syms[i].id])) {
-        ids.push_back(byte_token_[static_cast<uint8_t>(b)]);
+      for (char b : symbols_[syms[i].id]) {
+        const int32_t single = single_char_token_[static_cast<uint8_t>(b)];
+        if (single >= 0) ids.push_back(single);
       }
     }
   }

@@ -1,8 +1,8 @@
 // GPT-2 style byte-level BPE (Vocabulary::model == "gpt2"), id-exact with llama.cpp:
 // pre-tokenize (PreTokenizer), map each byte of a piece to its GPT-2 "byte-to-unicode"
 // character, merge adjacent symbols by merge rank (lowest rank first, leftmost first on
-// ties) with a priority queue, then map each final symbol to its id (falling back to the
-// single-byte tokens for a symbol that is not in the vocabulary).
+// ties) with a priority queue, then map each final symbol to its id (a symbol that is not in
+// the vocabulary falls back as llama.cpp does: see single_char_token_).
 #ifndef LOOM_MODELS_TOKENIZER_BYTE_LEVEL_BPE_H_
 #define LOOM_MODELS_TOKENIZER_BYTE_LEVEL_BPE_H_
 
@@ -31,8 +31,7 @@ std::string ByteLevelDecode(std::string_view text);
 class ByteLevelBpe : public Tokenizer {
  public:
   // InvalidArgument when the vocabulary is inconsistent (token_types length, a merge
-  // without a space, a byte with no single-byte token); Unimplemented for an unsupported
-  // pre-tokenizer.
+  // without a space); Unimplemented for an unsupported pre-tokenizer.
   static absl::StatusOr<std::unique_ptr<ByteLevelBpe>> Create(const Vocabulary& vocab);
 
  protected:
@@ -61,7 +60,11 @@ class ByteLevelBpe : public Tokenizer {
   std::vector<std::string> symbols_;
   std::vector<int32_t> symbol_token_;
   std::array<int32_t, 256> byte_symbol_{};  // symbol of each single byte
-  std::array<int32_t, 256> byte_token_{};   // token of each single byte
+  // Token whose text is the single byte c, or -1: llama.cpp's fallback for a final
+  // symbol that is not a token looks up each byte of the symbol's (byte-level) text this
+  // way and drops bytes without a token. (SmolLM2's vocabulary lacks some byte tokens,
+  // e.g. for 0x1D, so such bytes vanish in llama.cpp too.)
+  std::array<int32_t, 256> single_char_token_{};
   absl::flat_hash_map<uint64_t, Merge> merges_;
 
   // Word -> ids cache (bounded; cleared when full).
