@@ -109,16 +109,21 @@ void Sampler::SelectTopK(absl::Span<const float> x, size_t k, std::vector<Candid
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
   out->clear();
-  for (size_t i = 0; i < x.size(); ++i) {
+  size_t i = 0;
+  for (; i < x.size() && out->size() < k; ++i) {
+    out->push_back(Candidate{Sanitize(x[i]), 0.0f, static_cast<int32_t>(i)});
+    std::push_heap(out->begin(), out->end(), better);
+  }
+  float worst = out->empty() ? FLT_MAX : out->front().logit;
+  for (; i < x.size(); ++i) {
+    // Ids only grow, so a tie with the worst kept logit never wins; NaN fails the test.
+    if (!(x[i] > worst)) continue;
     const Candidate c{Sanitize(x[i]), 0.0f, static_cast<int32_t>(i)};
-    if (out->size() < k) {
-      out->push_back(c);
-      std::push_heap(out->begin(), out->end(), better);
-    } else if (better(c, out->front())) {
-      std::pop_heap(out->begin(), out->end(), better);
-      out->back() = c;
-      std::push_heap(out->begin(), out->end(), better);
-    }
+    if (!better(c, out->front())) continue;  // +inf sanitised to a tie with FLT_MAX
+    std::pop_heap(out->begin(), out->end(), better);
+    out->back() = c;
+    std::push_heap(out->begin(), out->end(), better);
+    worst = out->front().logit;
   }
   std::sort_heap(out->begin(), out->end(), better);  // best first
 }

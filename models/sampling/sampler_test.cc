@@ -357,6 +357,22 @@ TEST(SamplerTest, DegenerateLogits) {
     const int32_t t = random.Sample(std::vector<float>{nan, 0.0f, -inf, 0.0f}, {});
     EXPECT_TRUE(t == 1 || t == 3) << t;
   }
+  // Top-k scan: NaN never enters, +inf ties at FLT_MAX and ids break the tie.
+  SamplingOptions o = Seeded(1.0f);
+  o.top_k = 2;
+  Sampler top2 = MakeSampler(o);
+  const std::vector<float> odd = {nan, 1.0f, inf, inf, -inf, inf, nan};
+  std::set<int32_t> seen;
+  for (int i = 0; i < 1000; ++i) seen.insert(top2.Sample(odd, {}));
+  EXPECT_EQ(seen, (std::set<int32_t>{2, 3}));
+  o.top_k = 3;
+  Sampler top3 = MakeSampler(o);
+  EXPECT_EQ(top3.Sample(std::vector<float>{nan, nan, nan, nan}, {}), 0);
+  const auto top = Sampler::TopLogprobs(std::vector<float>{nan, 2.0f, nan, 1.0f}, 3);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].first, 1);
+  EXPECT_EQ(top[1].first, 3);
+  EXPECT_EQ(top[2].second, -inf);  // a NaN token, as -inf
 }
 
 TEST(SamplerTest, TopLogprobsAreLogSoftmaxOfRawLogits) {
