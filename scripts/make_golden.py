@@ -126,6 +126,29 @@ def write_json_lines(doc, out):
     json.load(open(out, encoding="utf-8"))  # round-trip check
 
 
+def detokenize(llm, ids):
+    """llama_token_to_piece per token (special=False), concatenated.
+
+    Not Llama.detokenize: llama-cpp-python uses a fixed 32-byte buffer there and silently
+    drops longer pieces (e.g. a newline followed by 33 spaces is one SmolLM2 token)."""
+    import ctypes
+    import llama_cpp
+    vocab = llm._model.vocab
+    out = b""
+    for tok in ids:
+        size = 64
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = llama_cpp.llama_token_to_piece(vocab, llama_cpp.llama_token(tok), buf, size,
+                                               0, False)
+            if n < 0:
+                size = -n
+                continue
+            out += buf.raw[:n]
+            break
+    return out
+
+
 def make_tokenizer_golden(model, out):
     import jinja2
     llm = load(model, vocab_only=True)
@@ -136,7 +159,7 @@ def make_tokenizer_golden(model, out):
         texts.append(fh.read())
     for text in texts:
         ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
-        detok = llm.detokenize(ids).decode("utf-8")
+        detok = detokenize(llm, ids).decode("utf-8")
         if detok != text:
             print(f"note: detokenization differs for {text!r}: {detok!r}", file=sys.stderr)
         entries.append({"text": text, "ids": ids, "detokenized": detok})
