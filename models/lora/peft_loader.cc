@@ -1,0 +1,455 @@
+#include "models/lora/peft_loader.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "models/lora/lora_tensor_copy.h"
+#include "models/weights/json_file.h"
+#include "models/weights/qk_permutation.h"
+#include "models/weights/safetensors_file.h"
+#include "nlohmann/json.hpp"
+
+namespace loom {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+bool IsFile(const std::string& p) {
+  struct stat sb;
+  return ::stat(p.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+std::string ShapeStr(const std::vector<int64_t>& s) {
+  return "[" + absl::StrJoin(s, ", ") + "]";
+}
+
+// A user-supplied pattern compiled safely (std::regex throws on a bad pattern).
+absl::StatusOr<std::regex> CompileRegex(const std::string& file, const std::string& what,
+                                        const std::string& pattern) {
+  try {
+    return std::regex(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: %s: invalid regular expression '%s'", file, what, pattern));
+  }
+}
+
+// PEFT's module selection: a list of names (exact path or ".name" suffix) or one regex
+// over the whole path.
+struct ModuleMatcher {
+  bool is_regex = false;
+  std::regex re;
+  std::vector<std::string> names;
+  bool Matches(const std::string& path) const {
+    if (is_regex) return std::regex_match(path, re);
+    for (const std::string& n : names) {
+      if (path == n || absl::EndsWith(path, "." + n)) return true;
+    }
+    return false;
+  }
+};
+
+absl::StatusOr<ModuleMatcher> ParseMatcher(const std::string& file, const std::string& key,
+                                           const Json& v) {
+  ModuleMatcher m;
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s == "all-linear") {
+      for (LoraTarget t : kAllLoraTargets) m.names.push_back(PeftModuleName(t));
+      return m;
+    }
+    auto re = CompileRegex(file, key, s);
+    if (!re.ok()) return re.status();
+    m.is_regex = true;
+    m.re = *std::move(re);
+    return m;
+  }
+  if (v.is_array()) {
+    for (const Json& e : v) {
+      if (!e.is_string()) {
+        return absl::FailedPreconditionError(
+            absl::StrFormat("%s: %s must hold strings", file, key));
+      }
+      m.names.push_back(e.get<std::string>());
+    }
+    return m;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrFormat("%s: %s must be a list of module names or a regex string", file, key));
+}
+
+// rank_pattern / alpha_pattern: {key: number}, matched as PEFT's get_pattern_key.
+struct Pattern {
+  std::vector<std::pair<std::string, double>> exact;
+  std::vector<std::pair<std::regex, double>> regexes;
+  std::optional<double> Lookup(const std::string& path) const {
+    for (const auto& [k, v] : exact) {
+      if (k == path) return v;
+    }
+    for (const auto& [re, v] : regexes) {
+      if (std::regex_match(path, re)) return v;
+    }
+    return std::nullopt;
+  }
+};
+
+absl::StatusOr<Pattern> ParsePattern(const std::string& file, const Json& cfg,
+                                     const std::string& key) {
+  Pattern p;
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return p;
+  if (!it->is_object()) {
+    return absl::FailedPreconditionError(absl::StrFormat("%s: %s is not an object", file, key));
+  }
+  for (auto e = it->begin(); e != it->end(); ++e) {
+    if (!e.value().is_number()) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s: %s['%s'] is not a number", file, key, e.key()));
+    }
+    p.exact.emplace_back(e.key(), e.value().get<double>());
+    auto re = CompileRegex(file, key, "(.*\\.)?(" + e.key() + ")$");
+    if (!re.ok()) return re.status();
+    p.regexes.emplace_back(*std::move(re), e.value().get<double>());
+  }
+  return p;
+}
+
+// A PEFT config key that must be absent/false/null/empty because Loom does not implement
+// the feature it turns on.
+bool FeatureOn(const Json& cfg, const std::string& key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return false;
+  if (it->is_boolean()) return it->get<bool>();
+  if (it->is_array() || it->is_object() || it->is_string()) return !it->empty();
+  if (it->is_number()) return it->get<double>() != 0.0;
+  return true;
+}
+
+struct TensorName {
+  int layer = -1;
+  LoraTarget target = LoraTarget::kQ;
+  bool is_a = false;
+};
+
+// Parses base_model.model.model.layers.N.<self_attn|mlp>.<proj>.lora_<A|B>[.default].weight.
+// Returns a FailedPrecondition/InvalidArgument naming the tensor for anything else.
+absl::StatusOr<TensorName> ParseTensorName(const std::string& file, const std::string& name,
+                                           int n_layers) {
+  auto refuse = [&](const std::string& why) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: tensor '%s': %s", file, name, why));
+  };
+  if (absl::StrContains(name, "lora_magnitude_vector")) {
+    return refuse("DoRA (use_dora) is not supported");
+  }
+  if (absl::StrContains(name, "embed_tokens") || absl::StrContains(name, "lora_embedding")) {
+    return refuse("embedding LoRA is not supported");
+  }
+  if (absl::StrContains(name, "lm_head")) return refuse("lm_head LoRA is not supported");
+  if (absl::EndsWith(name, ".bias")) return refuse("LoRA bias terms are not supported");
+  static const std::regex kRe(
+      R"(base_model\.model\.model\.layers\.(\d+)\.(self_attn|mlp)\.([A-Za-z0-9_]+)\.lora_(A|B)(\.default)?\.weight)");
+  std::smatch m;
+  if (!std::regex_match(name, m, kRe)) {
+    return refuse("not a LoRA A/B weight of a Llama projection (unsupported tensor)");
+  }
+  TensorName t;
+  int64_t layer = 0;
+  if (!absl::SimpleAtoi(m[1].str(), &layer) || layer > 1000000) return refuse("bad layer number");
+  std::optional<LoraTarget> target = LoraTargetFromPeftName(m[3].str());
+  if (!target.has_value()) {
+    return refuse("unknown target module '" + m[3].str() +
+                  "' (Loom supports q_proj k_proj v_proj o_proj gate_proj up_proj down_proj)");
+  }
+  if (m[2].str() != PeftModuleParent(*target)) {
+    return refuse("module '" + m[3].str() + "' is not under '" + m[2].str() + "'");
+  }
+  if (layer >= n_layers) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: tensor '%s': layer %d, but the base model has %d layers", file, name, layer,
+        n_layers));
+  }
+  t.layer = static_cast<int>(layer);
+  t.target = *target;
+  t.is_a = m[4].str() == "A";
+  return t;
+}
+
+absl::Status RelabelReaderError(const absl::Status& st) {
+  if (st.ok() || absl::IsNotFound(st) || absl::IsResourceExhausted(st)) return st;
+  return absl::FailedPreconditionError(std::string(st.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& dir,
+                                                            const LlamaConfig& base,
+                                                            const AdapterLimits& limits) {
+  if (absl::Status st = base.Validate(); !st.ok()) {
+    return absl::InvalidArgumentError("invalid base config: " + std::string(st.message()));
+  }
+  struct stat sb;
+  if (::stat(dir.c_str(), &sb) != 0) {
+    return absl::NotFoundError(absl::StrFormat("%s: no such adapter directory", dir));
+  }
+  if (!S_ISDIR(sb.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: a PEFT adapter must be a directory", dir));
+  }
+  const std::string cfg_path = dir + "/adapter_config.json";
+  const std::string st_path = dir + "/adapter_model.safetensors";
+  if (!IsFile(st_path)) {
+    if (IsFile(dir + "/adapter_model.bin")) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s/adapter_model.bin: a PyTorch pickle; Loom loads only adapter_model.safetensors "
+          "(re-save with PEFT's save_pretrained(safe_serialization=True))",
+          dir));
+    }
+    return absl::NotFoundError(absl::StrFormat("%s: missing", st_path));
+  }
+  if (!IsFile(cfg_path)) return absl::NotFoundError(absl::StrFormat("%s: missing", cfg_path));
+
+  // ---- adapter_config.json ----
+  auto text = ReadFileToString(cfg_path, size_t{16} << 20);
+  if (!text.ok()) return RelabelReaderError(text.status());
+  const Json cfg = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (cfg.is_discarded() || !cfg.is_object()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: not a JSON object", cfg_path));
+  }
+  auto bad_cfg = [&](const std::string& why) {
+    return absl::FailedPreconditionError(absl::StrFormat("%s: %s", cfg_path, why));
+  };
+  if (auto it = cfg.find("peft_type"); it != cfg.end() && !it->is_null()) {
+    if (!it->is_string() || it->get<std::string>() != "LORA") {
+      return bad_cfg("peft_type " + it->dump() + " is not supported (only LORA)");
+    }
+  }
+  static const std::pair<const char*, const char*> kUnsupported[] = {
+      {"use_dora", "DoRA (use_dora)"},
+      {"modules_to_save", "modules_to_save (fully trained extra modules)"},
+      {"lora_bias", "LoRA bias (lora_bias)"},
+      {"layer_replication", "layer_replication"},
+      {"trainable_token_indices", "trainable_token_indices (embedding LoRA)"},
+      {"target_parameters", "target_parameters"},
+      {"use_qalora", "QALoRA (use_qalora)"},
+      {"alora_invocation_tokens", "activated LoRA (alora_invocation_tokens)"},
+  };
+  for (const auto& [key, what] : kUnsupported) {
+    if (FeatureOn(cfg, key)) return bad_cfg(std::string(what) + " is not supported by Loom");
+  }
+  if (auto it = cfg.find("bias"); it != cfg.end() && !it->is_null()) {
+    if (!it->is_string() || it->get<std::string>() != "none") {
+      return bad_cfg("bias " + it->dump() + " is not supported (only \"none\")");
+    }
+  }
+  auto get_num = [&](const char* key, double dflt) -> absl::StatusOr<double> {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || it->is_null()) return dflt;
+    if (!it->is_number()) return bad_cfg(std::string(key) + " is not a number");
+    return it->get<double>();
+  };
+  auto get_bool = [&](const char* key) -> absl::StatusOr<bool> {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || it->is_null()) return false;
+    if (!it->is_boolean()) return bad_cfg(std::string(key) + " is not a boolean");
+    return it->get<bool>();
+  };
+  // PEFT's LoraConfig defaults: r = 8, lora_alpha = 8.
+  auto r = get_num("r", 8);
+  if (!r.ok()) return r.status();
+  auto alpha = get_num("lora_alpha", 8);
+  if (!alpha.ok()) return alpha.status();
+  auto rslora = get_bool("use_rslora");
+  if (!rslora.ok()) return rslora.status();
+  auto fifo = get_bool("fan_in_fan_out");
+  if (!fifo.ok()) return fifo.status();
+  auto rank_pattern = ParsePattern(cfg_path, cfg, "rank_pattern");
+  if (!rank_pattern.ok()) return rank_pattern.status();
+  auto alpha_pattern = ParsePattern(cfg_path, cfg, "alpha_pattern");
+  if (!alpha_pattern.ok()) return alpha_pattern.status();
+
+  ModuleMatcher targets;
+  if (auto it = cfg.find("target_modules"); it == cfg.end() || it->is_null()) {
+    targets.names = {"q_proj", "v_proj"};  // PEFT's default for Llama
+  } else {
+    auto m = ParseMatcher(cfg_path, "target_modules", *it);
+    if (!m.ok()) return m.status();
+    targets = *std::move(m);
+  }
+  std::optional<ModuleMatcher> excluded;
+  if (auto it = cfg.find("exclude_modules"); it != cfg.end() && !it->is_null()) {
+    auto m = ParseMatcher(cfg_path, "exclude_modules", *it);
+    if (!m.ok()) return m.status();
+    excluded = *std::move(m);
+  }
+  std::set<int> layers;
+  if (auto it = cfg.find("layers_to_transform"); it != cfg.end() && !it->is_null()) {
+    std::vector<Json> items = it->is_array() ? std::vector<Json>(it->begin(), it->end())
+                                             : std::vector<Json>{*it};
+    for (const Json& e : items) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0) {
+        return bad_cfg("layers_to_transform must hold layer numbers");
+      }
+      if (e.get<int64_t>() >= base.n_layers) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: layers_to_transform names layer %d, but the base model has %d layers",
+            cfg_path, e.get<int64_t>(), base.n_layers));
+      }
+      layers.insert(static_cast<int>(e.get<int64_t>()));
+    }
+  } else {
+    for (int l = 0; l < base.n_layers; ++l) layers.insert(l);
+  }
+
+  // Every target_modules entry must name something Loom adapts.
+  static const char* kEmbeddingModules[] = {"model.embed_tokens", "lm_head"};
+  for (const char* m : kEmbeddingModules) {
+    if (targets.Matches(m)) {
+      return bad_cfg(absl::StrFormat("target_modules selects '%s': embedding or lm_head LoRA "
+                                     "is not supported",
+                                     m));
+    }
+  }
+  if (!targets.is_regex) {
+    for (const std::string& n : targets.names) {
+      ModuleMatcher one;
+      one.names = {n};
+      bool known = false;
+      for (int l = 0; l < base.n_layers && !known; ++l) {
+        for (LoraTarget t : kAllLoraTargets) {
+          known |= one.Matches(absl::StrFormat("model.layers.%d.%s.%s", l, PeftModuleParent(t),
+                                               PeftModuleName(t)));
+        }
+      }
+      if (!known) {
+        return bad_cfg("unknown target module '" + n +
+                       "' (Loom supports q_proj k_proj v_proj o_proj gate_proj up_proj "
+                       "down_proj)");
+      }
+    }
+  }
+
+  // Expected projections: selected module paths in selected layers.
+  struct Expected {
+    int rank = 0;
+    float scale = 1.0f;
+    const SafetensorsTensor* a = nullptr;
+    const SafetensorsTensor* b = nullptr;
+  };
+  std::map<std::pair<int, LoraTarget>, Expected> expected;
+  for (int l : layers) {
+    for (LoraTarget t : kAllLoraTargets) {
+      const std::string path = absl::StrFormat("model.layers.%d.%s.%s", l, PeftModuleParent(t),
+                                               PeftModuleName(t));
+      if (!targets.Matches(path) || (excluded.has_value() && excluded->Matches(path))) continue;
+      const double rank_d = rank_pattern->Lookup(path).value_or(*r);
+      const double alpha_d = alpha_pattern->Lookup(path).value_or(*alpha);
+      if (rank_d != std::floor(rank_d) || rank_d < 1) {
+        return bad_cfg(absl::StrFormat("rank %g for %s: the rank must be a positive integer",
+                                       rank_d, path));
+      }
+      if (rank_d > limits.max_rank) {
+        return bad_cfg(absl::StrFormat("rank %g for %s is above the configured limit %d",
+                                       rank_d, path, limits.max_rank));
+      }
+      if (!std::isfinite(alpha_d)) return bad_cfg("lora_alpha is not finite");
+      Expected e;
+      e.rank = static_cast<int>(rank_d);
+      e.scale = static_cast<float>(*rslora ? alpha_d / std::sqrt(rank_d) : alpha_d / rank_d);
+      expected[{l, t}] = e;
+    }
+  }
+  if (expected.empty()) {
+    return bad_cfg("target_modules selects none of the base model's projections");
+  }
+
+  // ---- adapter_model.safetensors ----
+  auto file = SafetensorsFile::Open(st_path);
+  if (!file.ok()) return RelabelReaderError(file.status());
+  for (const auto& [name, t] : (*file)->tensors()) {
+    auto tn = ParseTensorName(st_path, name, base.n_layers);
+    if (!tn.ok()) return tn.status();
+    auto it = expected.find({tn->layer, tn->target});
+    if (it == expected.end()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: tensor '%s' is for a module that adapter_config.json does not target "
+          "(target_modules / exclude_modules / layers_to_transform)",
+          st_path, name));
+    }
+    (tn->is_a ? it->second.a : it->second.b) = &t;
+  }
+  std::vector<LoraProjectionInfo> infos;
+  for (const auto& [key, e] : expected) {
+    const auto [layer, target] = key;
+    const std::string stem = "base_model.model." +
+                             absl::StrFormat("model.layers.%d.%s.%s", layer,
+                                             PeftModuleParent(target), PeftModuleName(target));
+    if (e.a == nullptr || e.b == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s: missing tensor '%s.lora_%s.weight'", st_path, stem,
+                          e.a == nullptr ? "A" : "B"));
+    }
+    const ProjectionShape ps = BaseProjectionShape(base, target);
+    LoraProjectionInfo info{layer, target, e.rank, e.scale, ps.h_in, ps.h_out};
+    infos.push_back(info);
+  }
+  auto ad = LoraAdapter::Create(dir, dir, AdapterFormat::kPeft, base.n_layers, infos);
+  if (!ad.ok()) return ad.status();
+  const bool permute = base.rope_layout == RopeLayout::kAdjacentPairs;
+  const auto& projs = (*ad)->projections();
+  for (size_t i = 0; i < projs.size(); ++i) {
+    const LoraProjectionInfo& p = projs[i];
+    const Expected& e = expected.at({p.layer, p.target});
+    // Returns whether the tensor is stored transposed, or a shape error.
+    auto check = [&](const SafetensorsTensor* t, int64_t rows,
+                     int64_t cols) -> absl::StatusOr<bool> {
+      if (!t->dtype.has_value()) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16)", st_path, t->name,
+            t->dtype_name));
+      }
+      const std::vector<int64_t> want = {rows, cols};
+      if (t->shape == want) return false;
+      if (*fifo && t->shape == std::vector<int64_t>{cols, rows}) return true;
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: tensor '%s': expected shape %s (rank %d, base %s %d -> %d), got %s", st_path,
+          t->name, ShapeStr(want), p.rank, PeftModuleName(p.target), p.h_in, p.h_out,
+          ShapeStr(t->shape)));
+    };
+    auto ta = check(e.a, p.rank, p.h_in);
+    if (!ta.ok()) return ta.status();
+    auto tb = check(e.b, p.h_out, p.rank);
+    if (!tb.ok()) return tb.status();
+    StoredMatrix a{st_path + ": tensor '" + e.a->name + "'", *e.a->dtype, e.a->data, *ta};
+    StoredMatrix b{st_path + ": tensor '" + e.b->name + "'", *e.b->dtype, e.b->data, *tb};
+    if (absl::Status st = CopyToBf16(a, p.rank, p.h_in, nullptr, (*ad)->mutable_a(i));
+        !st.ok()) {
+      return st;
+    }
+    std::function<int64_t(int64_t)> rows;
+    if (permute && (p.target == LoraTarget::kQ || p.target == LoraTarget::kK)) {
+      const int64_t hd = base.head_dim;
+      rows = [hd](int64_t g) { return HfRowOfGgufRow(g, hd); };
+    }
+    if (absl::Status st = CopyToBf16(b, p.h_out, p.rank, rows, (*ad)->mutable_b(i));
+        !st.ok()) {
+      return st;
+    }
+  }
+  return ad;
+}
+
+}  // namespace loom
