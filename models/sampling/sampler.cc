@@ -43,17 +43,6 @@ int32_t ArgMax(absl::Span<const float> x) {
   return static_cast<int32_t>(i);
 }
 
-// out[i] = Sanitize(in[i]); in blocks of 8 so that the compiler can vectorise it.
-void CopySanitized(absl::Span<const float> in, std::vector<float>* out) {
-  out->resize(in.size());
-  float* o = out->data();
-  size_t i = 0;
-  for (; i + 8 <= in.size(); i += 8) {
-    for (int j = 0; j < 8; ++j) o[i + j] = Sanitize(in[i + j]);
-  }
-  for (; i < in.size(); ++i) o[i] = Sanitize(in[i]);
-}
-
 // Bits of a float; for p >= 0 they order like p itself.
 inline uint32_t Bits(float p) {
   uint32_t u;
@@ -92,7 +81,10 @@ int32_t Sampler::Sample(absl::Span<const float> logits, absl::Span<const int32_t
   if (logits.empty()) return -1;
   absl::Span<const float> x = logits;
   if (!PenaltiesAreOff(options_) && !history.empty()) {
-    CopySanitized(logits, &work_);
+    // A plain copy: every later step tolerates NaN / +inf (ArgMax skips NaN, the others
+    // read through Sanitize).
+    work_.resize(logits.size());
+    std::memcpy(work_.data(), logits.data(), logits.size() * sizeof(float));
     ApplyPenalties(options_, history, absl::MakeSpan(work_), &window_scratch_);
     x = work_;
   }
