@@ -12,7 +12,7 @@
 #include "models/tokenizer/chat_template.h"
 #include "models/tokenizer/incremental_detokenizer.h"
 #include "models/tokenizer/tokenizer.h"
-#include "models/weights/gguf_reader.h"
+#include "models/weights/model_source.h"
 #include "nlohmann/json.hpp"
 
 namespace loom {
@@ -32,7 +32,7 @@ std::string GoldenPath() {
 class Smollm2TokenizerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto src = ReadGgufModel(testing::DefaultModelPath());
+    auto src = ModelSource::Open(testing::DefaultModelPath());
     ASSERT_TRUE(src.ok()) << src.status();
     vocab_ = new Vocabulary((*src)->vocabulary());
     auto tok = Tokenizer::Create(*vocab_);
