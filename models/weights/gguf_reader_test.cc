@@ -435,6 +435,31 @@ TEST(GgufHostile, BadConfigNumbers) {
   ExpectError(ReadStatus(Tiny(o)), absl::StatusCode::kInvalidArgument, "n_kv_heads");
 }
 
+TEST(GgufHostile, RandomHeaderMutationsNeverCrash) {
+  const std::string good = Tiny();
+  auto f = GgufFile::Open(WriteBytes(good));
+  ASSERT_TRUE(f.ok());
+  const size_t header = (*f)->data_offset();
+  uint32_t rng = 12345;
+  auto next = [&] { return rng = rng * 1664525u + 1013904223u; };
+  int failures = 0;
+  for (int k = 0; k < 1500; ++k) {
+    std::string b = good;
+    const int edits = 1 + next() % 3;
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = next() % header;
+      b[at] = static_cast<char>(next() >> 24);
+      if (next() % 4 == 0 && at + 8 <= b.size()) {  // sometimes a huge 64-bit value
+        const uint64_t big = (uint64_t{next()} << 32) | next();
+        std::memcpy(&b[at], &big, 8);
+      }
+    }
+    const absl::Status s = ReadStatus(b);  // must return, OK or not
+    failures += !s.ok();
+  }
+  EXPECT_GT(failures, 0);
+}
+
 // ---- The real SmolLM2-135M-Instruct Q4_1 file.
 
 TEST(GgufRealModel, ConfigVocabularyAndTensors) {
