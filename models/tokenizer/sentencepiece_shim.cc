@@ -39,6 +39,7 @@ bool Processor::Decode(const std::vector<int>& ids, std::string* text,
 
 int Processor::size() const { return impl_->sp.GetPieceSize(); }
 std::string Processor::Piece(int id) const { return impl_->sp.IdToPiece(id); }
+float Processor::Score(int id) const { return impl_->sp.GetScore(id); }
 
 PieceKind Processor::Kind(int id) const {
   if (impl_->sp.IsControl(id)) return PieceKind::kControl;

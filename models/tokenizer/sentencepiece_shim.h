@@ -27,6 +27,7 @@ class Processor {
 
   int size() const;
   std::string Piece(int id) const;
+  float Score(int id) const;
   PieceKind Kind(int id) const;
   int bos_id() const;
   int eos_id() const;

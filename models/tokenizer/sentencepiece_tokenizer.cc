@@ -1,6 +1,7 @@
 #include "models/tokenizer/sentencepiece_tokenizer.h"
 
 #include "absl/strings/str_cat.h"
+#include "models/tokenizer/sentencepiece_proto.h"
 #include "models/tokenizer/utf8.h"
 
 namespace loom {
@@ -80,13 +81,19 @@ SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Create(
     const Vocabulary& vocab) {
+  std::string built;
   if (vocab.sentencepiece_model.empty()) {
-    return absl::FailedPreconditionError(
-        "SentencePiece vocabulary without a serialized model (tokenizer.model) is not "
-        "supported");
+    if (vocab.tokens.empty()) {
+      return absl::FailedPreconditionError(
+          "SentencePiece vocabulary has neither a serialized model nor tokens");
+    }
+    auto proto = SentencePieceProtoFromVocabulary(vocab);
+    if (!proto.ok()) return proto.status();
+    built = std::move(*proto);
   }
+  const std::string& serialized = built.empty() ? vocab.sentencepiece_model : built;
   std::string error;
-  std::unique_ptr<spm::Processor> sp = spm::Processor::Load(vocab.sentencepiece_model, &error);
+  std::unique_ptr<spm::Processor> sp = spm::Processor::Load(serialized, &error);
   if (sp == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot load SentencePiece model: ", error));

@@ -18,8 +18,9 @@ namespace loom {
 
 class SentencePieceTokenizer : public Tokenizer {
  public:
-  // FailedPrecondition when vocab.sentencepiece_model is empty (GGUF "llama" vocabularies
-  // carry no ModelProto); InvalidArgument when the proto does not load. The processor's
+  // Uses vocab.sentencepiece_model when present; otherwise (GGUF "llama" vocabularies)
+  // builds a BPE ModelProto from tokens/scores/types (sentencepiece_proto.h).
+  // FailedPrecondition when there is neither; InvalidArgument when the model does not load. The processor's
   // pieces, types, bos and eos define the tokenizer; vocab.tokens is not consulted.
   static absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> Create(
       const Vocabulary& vocab);

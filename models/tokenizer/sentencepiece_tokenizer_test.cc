@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "models/tokenizer/incremental_detokenizer.h"
+#include "models/tokenizer/sentencepiece_shim.h"
 
 namespace loom {
 namespace {
@@ -105,6 +106,48 @@ TEST_P(SentencePieceTest, ControlSymbolTextIsPlainInUserText) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SentencePieceTest, ::testing::Values("unigram", "bpe"));
+
+// A GGUF-style vocabulary (pieces, scores, types; no ModelProto) of the spm_train BPE
+// model must tokenize like that model wherever its nmt_nfkc normalizer is the identity
+// (no runs of spaces, no NFKC-affected characters).
+TEST(SentencePieceFromPiecesTest, MatchesSpmEncodeWithoutTheProto) {
+  std::string error;
+  auto sp = spm::Processor::Load(ReadFile(RunfilePath("spm_bpe.model")), &error);
+  ASSERT_NE(sp, nullptr) << error;
+  Vocabulary v;
+  v.model = "llama";
+  for (int id = 0; id < sp->size(); ++id) {
+    v.tokens.push_back(sp->Piece(id));
+    v.scores.push_back(sp->Score(id));
+    TokenType t = TokenType::kNormal;
+    switch (sp->Kind(id)) {
+      case spm::PieceKind::kControl: t = TokenType::kControl; break;
+      case spm::PieceKind::kUnknown: t = TokenType::kUnknown; break;
+      case spm::PieceKind::kUnused: t = TokenType::kUnused; break;
+      case spm::PieceKind::kByte: t = TokenType::kByte; break;
+      case spm::PieceKind::kNormal: break;
+    }
+    v.token_types.push_back(t);
+  }
+  v.bos_id = sp->bos_id();
+  v.eos_id = sp->eos_id();
+  auto t = Tokenizer::Create(v);
+  ASSERT_TRUE(t.ok()) << t.status();
+  const auto sentences = ReadLines(RunfilePath("testdata/spm_sentences.txt"));
+  const auto id_lines = ReadLines(RunfilePath("spm_bpe.ids"));
+  int compared = 0;
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    if (sentences[i].find("  ") != std::string::npos || sentences[i].front() == ' ') continue;
+    std::vector<int32_t> want;
+    std::istringstream ss(id_lines[i]);
+    for (int32_t id; ss >> id;) want.push_back(id);
+    EXPECT_EQ(*(*t)->Encode(sentences[i], false), want) << sentences[i];
+    ++compared;
+  }
+  EXPECT_GE(compared, 5);
+  // No whitespace collapsing with the identity normalizer.
+  EXPECT_EQ(*(*t)->Decode(*(*t)->Encode("a  b", false)), "a  b");
+}
 
 TEST(SentencePieceErrorsTest, MissingOrCorruptModel) {
   Vocabulary v;

@@ -30,8 +30,8 @@ namespace loom {
 class Tokenizer {
  public:
   // "gpt2" -> byte-level BPE (pre-tokenizer from vocab.pre); "llama" -> SentencePiece
-  // from vocab.sentencepiece_model (a serialized ModelProto; FailedPrecondition when
-  // absent). Anything else: Unimplemented.
+  // from vocab.sentencepiece_model (a serialized ModelProto) or, when that is empty, from
+  // tokens/scores/types as a score-ranked BPE model. Anything else: Unimplemented.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(const Vocabulary& vocab);
 
   virtual ~Tokenizer() = default;
