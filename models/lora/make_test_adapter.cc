@@ -2,11 +2,11 @@
 // format (adapter_config.json + adapter_model.safetensors) and/or as a llama.cpp GGUF-LoRA
 // file, for tests and benchmarks. Magnitudes follow peft_writer.h, with each target's
 // base row norm measured from the base model's weights so the adapter visibly changes
-// greedy output at the default --magnitude 0.2.
+// greedy output at the default --magnitude 0.05 (0.2: far from the base).
 //
 //   make_test_adapter --base=model.gguf --out=/tmp/adapter [--gguf_out=/tmp/adapter.gguf]
 //     [--rank=16] [--alpha=32] [--rslora] [--targets=q_proj,k_proj,...] [--layers=0,1,2]
-//     [--seed=1] [--dtype=f32|f16|bf16] [--magnitude=0.2]
+//     [--seed=1] [--dtype=f32|f16|bf16] [--magnitude=0.05]
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -33,7 +33,7 @@ ABSL_FLAG(std::string, targets, "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,d
 ABSL_FLAG(std::string, layers, "", "comma-separated layer numbers (empty: all)");
 ABSL_FLAG(uint64_t, seed, 1, "random seed");
 ABSL_FLAG(std::string, dtype, "f32", "tensor type written: f32, f16 or bf16");
-ABSL_FLAG(double, magnitude, 0.2,
+ABSL_FLAG(double, magnitude, 0.05,
           "row norm of scale*B*A relative to the base projection's mean row norm");
 ABSL_FLAG(std::string, base_model_name, "HuggingFaceTB/SmolLM2-135M-Instruct",
           "base_model_name_or_path written to adapter_config.json");

@@ -234,6 +234,33 @@ TEST(PeftLoaderTest, FanInFanOutAcceptsTransposedStorage) {
   ExpectWeights(want, **ad, false);
 }
 
+// The writer's magnitude contract: rows of scale * B A have norm ~ relative_magnitude *
+// base_row_norm (mean over rows, within 20%).
+TEST(PeftWriterTest, UpdateRowNormFollowsRelativeMagnitude) {
+  const LlamaConfig base = TinyLoraBase(RopeLayout::kHalves);
+  SyntheticAdapterSpec spec;
+  spec.rank = 16;
+  spec.alpha = 8;
+  spec.targets = {LoraTarget::kGate};
+  spec.relative_magnitude = 0.1f;
+  spec.base_row_norm[LoraTarget::kGate] = 3.0f;
+  auto ad = MakeSyntheticAdapter(base, spec);
+  ASSERT_TRUE(ad.ok()) << ad.status();
+  for (const auto& p : ad->projections) {
+    double mean = 0;
+    for (int o = 0; o < p.h_out; ++o) {
+      double sq = 0;
+      for (int c = 0; c < p.h_in; ++c) {
+        double v = 0;
+        for (int k = 0; k < 16; ++k) v += double(p.b[o * 16 + k]) * p.a[k * p.h_in + c];
+        sq += (ad->scale * v) * (ad->scale * v);
+      }
+      mean += std::sqrt(sq) / p.h_out;
+    }
+    EXPECT_NEAR(mean, 0.3, 0.06) << "layer " << p.layer;
+  }
+}
+
 // ---- refusals ----
 
 class PeftRefusalTest : public ::testing::Test {
