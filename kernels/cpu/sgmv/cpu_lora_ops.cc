@@ -86,7 +86,10 @@ class CpuLoraOps final : public LoraOps {
       fn(0, n);
       return;
     }
-    pool_->ParallelFor(n, 1, [&fn](int64_t b, int64_t e) { fn(b, e); });
+    // Runs of consecutive items per chunk, so that each item can prefetch the next one's
+    // weights on the same thread.
+    const int64_t grain = std::max<int64_t>(1, n / (4 * pool_->size()));
+    pool_->ParallelFor(n, grain, [&fn](int64_t b, int64_t e) { fn(b, e); });
   }
 
   void Shrink(const float* x, int h_in, const LoraSegment* segs, int n_segs, float* v,
@@ -115,8 +118,17 @@ class CpuLoraOps final : public LoraOps {
     Run([=](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         const Item& it = items[i];
+        // Prefetch the next item's weights unless it is the same rows for other tokens.
+        const void* pf = nullptr;
+        int64_t pf_bytes = 0;
+        if (i + 1 < e && (items[i + 1].lora != it.lora || items[i + 1].t0 == it.t0)) {
+          const Item& nx = items[i + 1];
+          pf = nx.lora->a + static_cast<int64_t>(nx.r0) * h_in;
+          pf_bytes = int64_t{2} * (nx.r1 - nx.r0) * h_in;
+        }
         k->shrink(x + static_cast<int64_t>(it.t0) * h_in, h_in, it.t1 - it.t0, it.lora->a, h_in,
-                  it.r0, it.r1, v + static_cast<int64_t>(it.t0) * v_stride, v_stride);
+                  it.r0, it.r1, v + static_cast<int64_t>(it.t0) * v_stride, v_stride, pf,
+                  pf_bytes);
       }
     });
   }
@@ -157,9 +169,16 @@ class CpuLoraOps final : public LoraOps {
     Run([=](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         const Item& it = items[i];
+        const void* pf = nullptr;
+        int64_t pf_bytes = 0;
+        if (i + 1 < e && (items[i + 1].lora != it.lora || items[i + 1].t0 == it.t0)) {
+          const Item& nx = items[i + 1];
+          pf = nx.lora->b + static_cast<int64_t>(nx.r0) * nx.lora->rank;
+          pf_bytes = int64_t{2} * (nx.r1 - nx.r0) * nx.lora->rank;
+        }
         k->expand(v + static_cast<int64_t>(it.t0) * v_stride, v_stride, it.t1 - it.t0,
                   it.lora->b, it.lora->rank, it.lora->scale, it.r0, it.r1,
-                  y + static_cast<int64_t>(it.t0) * h_out, h_out);
+                  y + static_cast<int64_t>(it.t0) * h_out, h_out, pf, pf_bytes);
       }
     });
   }

@@ -20,15 +20,19 @@
 
 namespace loom::kernels::sgmv {
 
+// pf_next / pf_bytes: the next work item's weights; kernels may prefetch them while they
+// compute (nullptr / 0: none). Prefetching never changes results.
 struct LoraKernelTable {
   // v[t * v_stride + r] = dot(x + t * x_stride, a + r * h_in) over h_in elements,
   // for t in [0, n_tokens), r in [r_begin, r_end).
   void (*shrink)(const float* x, int64_t x_stride, int n_tokens, const uint16_t* a, int h_in,
-                 int r_begin, int r_end, float* v, int64_t v_stride);
+                 int r_begin, int r_end, float* v, int64_t v_stride, const void* pf_next,
+                 int64_t pf_bytes);
   // y[t * y_stride + o] = fmaf(scale, dot(v + t * v_stride, b + o * rank), y[...]) over
   // rank elements, for t in [0, n_tokens), o in [o_begin, o_end).
   void (*expand)(const float* v, int64_t v_stride, int n_tokens, const uint16_t* b, int rank,
-                 float scale, int o_begin, int o_end, float* y, int64_t y_stride);
+                 float scale, int o_begin, int o_end, float* y, int64_t y_stride,
+                 const void* pf_next, int64_t pf_bytes);
 };
 
 // Always available.

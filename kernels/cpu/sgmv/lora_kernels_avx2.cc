@@ -42,6 +42,18 @@ LOOM_INLINE __m128 Reduce4(__m256 a, __m256 b, __m256 c, __m256 d) {
   return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
+// Spreads prefetches of the next work item's weights over this item's K chunks, so that
+// DRAM reads overlap the arithmetic (adapters are cold; the hardware prefetcher restarts
+// at every 4 KiB page and every new adapter).
+struct Prefetcher {
+  const char* p = nullptr;
+  const char* end = nullptr;
+  int per_step = 0;
+  LOOM_INLINE void Step() {
+    for (int i = 0; i < per_step && p < end; ++i, p += 64) _mm_prefetch(p, _MM_HINT_T0);
+  }
+};
+
 template <int NT, int NR>
 LOOM_INLINE void Step(const float* x, int64_t xs, const uint16_t* w, int64_t ws,
                       __m256 (&acc)[NT][NR]) {
@@ -63,7 +75,7 @@ LOOM_INLINE void Step(const float* x, int64_t xs, const uint16_t* w, int64_t ws,
 // out[t][r] = canonical dot(x + t * xs, w + r * ws) over k_len elements.
 template <int NT, int NR>
 LOOM_INLINE void Tile(const float* x, int64_t xs, const uint16_t* w, int64_t ws, int k_len,
-                      float (&out)[NT][NR]) {
+                      Prefetcher& pf, float (&out)[NT][NR]) {
   __m256 acc[NT][NR];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; ++t) {
@@ -71,8 +83,12 @@ LOOM_INLINE void Tile(const float* x, int64_t xs, const uint16_t* w, int64_t ws,
     for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_setzero_ps();
   }
   int k = 0;
-  for (; k + 16 <= k_len; k += 16) Step<NT, NR>(x + k, xs, w + k, ws, acc);
+  for (; k + 16 <= k_len; k += 16) {
+    pf.Step();
+    Step<NT, NR>(x + k, xs, w + k, ws, acc);
+  }
   if (k < k_len) {  // zero-padded last chunk
+    pf.Step();
     const int n = k_len - k;
     alignas(32) float xp[NT][16];
     alignas(32) uint16_t wp[NR][16];
@@ -104,20 +120,31 @@ LOOM_INLINE void Tile(const float* x, int64_t xs, const uint16_t* w, int64_t ws,
 // eight rows at a time.
 template <class Store>
 LOOM_INLINE void Block(const float* x, int64_t xs, int n_tokens, const uint16_t* w, int64_t ws,
-                       int k_len, int r_begin, int r_end, Store store) {
+                       int k_len, int r_begin, int r_end, const void* pf_next, int64_t pf_bytes,
+                       Store store) {
+  // Spread the next item's lines over the K chunks of the first token (pair).
+  Prefetcher pf;
+  if (pf_next != nullptr && pf_bytes > 0) {
+    const int64_t lines = (pf_bytes + 63) / 64;
+    const int64_t chunks = static_cast<int64_t>((k_len + 15) / 16) *
+                           ((r_end - r_begin + (n_tokens >= 2 ? 3 : 7)) / (n_tokens >= 2 ? 4 : 8));
+    pf.p = static_cast<const char*>(pf_next);
+    pf.end = pf.p + pf_bytes;
+    pf.per_step = static_cast<int>((lines + chunks - 1) / (chunks > 0 ? chunks : 1));
+  }
   int t = 0;
   for (; t + 2 <= n_tokens; t += 2) {
     const float* xt = x + t * xs;
     int r = r_begin;
     for (; r + 4 <= r_end; r += 4) {
       float o[2][4];
-      Tile<2, 4>(xt, xs, w + r * ws, ws, k_len, o);
+      Tile<2, 4>(xt, xs, w + r * ws, ws, k_len, pf, o);
       for (int i = 0; i < 2; ++i)
         for (int j = 0; j < 4; ++j) store(t + i, r + j, o[i][j]);
     }
     for (; r < r_end; ++r) {
       float o[2][1];
-      Tile<2, 1>(xt, xs, w + r * ws, ws, k_len, o);
+      Tile<2, 1>(xt, xs, w + r * ws, ws, k_len, pf, o);
       store(t, r, o[0][0]);
       store(t + 1, r, o[1][0]);
     }
@@ -127,31 +154,33 @@ LOOM_INLINE void Block(const float* x, int64_t xs, int n_tokens, const uint16_t*
     int r = r_begin;
     for (; r + 8 <= r_end; r += 8) {
       float o[1][8];
-      Tile<1, 8>(xt, xs, w + r * ws, ws, k_len, o);
+      Tile<1, 8>(xt, xs, w + r * ws, ws, k_len, pf, o);
       for (int j = 0; j < 8; ++j) store(t, r + j, o[0][j]);
     }
     for (; r + 4 <= r_end; r += 4) {
       float o[1][4];
-      Tile<1, 4>(xt, xs, w + r * ws, ws, k_len, o);
+      Tile<1, 4>(xt, xs, w + r * ws, ws, k_len, pf, o);
       for (int j = 0; j < 4; ++j) store(t, r + j, o[0][j]);
     }
     for (; r < r_end; ++r) {
       float o[1][1];
-      Tile<1, 1>(xt, xs, w + r * ws, ws, k_len, o);
+      Tile<1, 1>(xt, xs, w + r * ws, ws, k_len, pf, o);
       store(t, r, o[0][0]);
     }
   }
 }
 
 void Shrink(const float* x, int64_t x_stride, int n_tokens, const uint16_t* a, int h_in,
-            int r_begin, int r_end, float* v, int64_t v_stride) {
-  Block(x, x_stride, n_tokens, a, h_in, h_in, r_begin, r_end,
+            int r_begin, int r_end, float* v, int64_t v_stride, const void* pf_next,
+            int64_t pf_bytes) {
+  Block(x, x_stride, n_tokens, a, h_in, h_in, r_begin, r_end, pf_next, pf_bytes,
         [v, v_stride](int t, int r, float d) { v[t * v_stride + r] = d; });
 }
 
 void Expand(const float* v, int64_t v_stride, int n_tokens, const uint16_t* b, int rank,
-            float scale, int o_begin, int o_end, float* y, int64_t y_stride) {
-  Block(v, v_stride, n_tokens, b, rank, rank, o_begin, o_end,
+            float scale, int o_begin, int o_end, float* y, int64_t y_stride, const void* pf_next,
+            int64_t pf_bytes) {
+  Block(v, v_stride, n_tokens, b, rank, rank, o_begin, o_end, pf_next, pf_bytes,
         [y, y_stride, scale](int t, int o, float d) {
           float* out = y + t * y_stride + o;
           *out = __builtin_fmaf(scale, d, *out);

@@ -32,7 +32,7 @@ float CanonicalDot(const float* x, const uint16_t* w, int k_len) {
 }
 
 void Shrink(const float* x, int64_t x_stride, int n_tokens, const uint16_t* a, int h_in,
-            int r_begin, int r_end, float* v, int64_t v_stride) {
+            int r_begin, int r_end, float* v, int64_t v_stride, const void*, int64_t) {
   for (int t = 0; t < n_tokens; ++t) {
     for (int r = r_begin; r < r_end; ++r) {
       v[t * v_stride + r] = CanonicalDot(x + t * x_stride, a + static_cast<int64_t>(r) * h_in, h_in);
@@ -41,7 +41,8 @@ void Shrink(const float* x, int64_t x_stride, int n_tokens, const uint16_t* a, i
 }
 
 void Expand(const float* v, int64_t v_stride, int n_tokens, const uint16_t* b, int rank,
-            float scale, int o_begin, int o_end, float* y, int64_t y_stride) {
+            float scale, int o_begin, int o_end, float* y, int64_t y_stride, const void*,
+            int64_t) {
   for (int t = 0; t < n_tokens; ++t) {
     for (int o = o_begin; o < o_end; ++o) {
       float* out = y + t * y_stride + o;
