@@ -17,6 +17,7 @@ tolerance). Reference only: nothing here ships in the product.
 import argparse
 import json
 import os
+import random
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -97,6 +98,20 @@ LOGIT_PROMPTS = [
     "and mention Rayleigh scattering by name.<|im_end|>\n<|im_start|>assistant\n",
 ]
 
+# Code points for the seeded random texts: every whitespace kind, letters and numbers of
+# several categories (Lu/Ll/Lo/Lm, Nd/Nl/No), marks, punctuation, symbols, emoji parts,
+# format characters and an unassigned code point.
+RANDOM_ALPHABET = (
+    list("aZ09 '.,!?-_/") + ["'s", "'ll", "'M"] +
+    ["\t", "\n", "\r", "\x0b", "\x0c", "\x85", "\xa0", "\u1680", "\u2000", "\u2009",
+     "\u2028", "\u2029", "\u202f", "\u205f", "\u3000", "\u180e", "\u200b", "\x1c"] +
+    ["\u00e9", "\u00df", "\u0130", "\u02b0", "\u05d0", "\u0627", "\u0915", "\u093f",
+     "\u0301", "\u0e01", "\u4e00", "\u3042", "\uac00", "\U00020000", "\u16ee", "\u2163",
+     "\u00b2", "\u00bd", "\u0663", "\uff11", "\U0001d7ce", "\u00a7", "\u2014", "\u20ac",
+     "\u2764", "\ufe0f", "\u200d", "\U0001f600", "\U0001f1eb", "\U0001f3fd", "\ue000",
+     "\U000e0041", "\u0378", "\U0001fae8"])
+N_RANDOM_TEXTS = 120
+
 N_POSITIONS = 64
 TOP_K = 20
 
@@ -157,6 +172,9 @@ def make_tokenizer_golden(model, out):
     # One long real-world text (Debian ships it everywhere; stored inline in the golden).
     with open("/usr/share/common-licenses/Apache-2.0", encoding="utf-8") as fh:
         texts.append(fh.read())
+    rng = random.Random(1234)
+    for _ in range(N_RANDOM_TEXTS):
+        texts.append("".join(rng.choice(RANDOM_ALPHABET) for _ in range(rng.randint(1, 24))))
     for text in texts:
         ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
         detok = detokenize(llm, ids).decode("utf-8")

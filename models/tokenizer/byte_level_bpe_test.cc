@@ -129,6 +129,19 @@ TEST(ByteLevelBpeTest, MatchesNaiveReferenceOnRandomText) {
   }
 }
 
+TEST(ByteLevelBpeTest, HugeWhitespaceRunsDoNotExhaustTheRegexEngine) {
+  auto t = Make(ByteLevelVocab(kControlTexts, {}, "smollm"));
+  const size_t n = 1 << 20;
+  for (const std::string& ws : {std::string(" "), std::string("\n"), std::string("\u3000")}) {
+    std::string text;
+    for (size_t i = 0; i < n / ws.size(); ++i) text += ws;
+    text += "x";
+    auto ids = t->Encode(text, false);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    EXPECT_EQ(ids->size(), text.size());  // no merges: one byte token per byte
+  }
+}
+
 TEST(ByteLevelBpeTest, ControlTokenTextInUserTextIsPlainText) {
   Vocabulary v = ByteLevelVocab(kControlTexts, {});
   auto t = Make(v);
