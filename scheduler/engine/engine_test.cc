@@ -178,6 +178,10 @@ TEST_F(EngineTest, PreemptionUnderKvPressureLosesNoToken) {
     EXPECT_EQ(cs[i]->tokens, alone[i]) << "request " << i;
   }
   EXPECT_GT(engine->GetStats().preemptions, 0);
+  // Stats are published at the end of the step that delivered the final events.
+  for (int i = 0; i < 100 && engine->GetStats().kv_pages_used != 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
   EXPECT_EQ(engine->GetStats().kv_pages_used, 0);
 }
 
