@@ -12,6 +12,8 @@ packages=(
   libpcre2-dev nlohmann-json3-dev
   libsentencepiece-dev sentencepiece
   libcpp-httplib-dev prometheus-cpp-dev
+  prometheus                            # promtool lint + real scrape test
+  python3-grpcio python3-protobuf        # Python client
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -48,6 +48,11 @@ class ChatTemplate {
                                          bool add_generation_prompt) const;
 
   const std::optional<std::string>& default_system() const { return default_system_; }
+  // A copy that renders no implicit system line (llama.cpp's built-in "chatml" template
+  // behaves so; the GGUF's Jinja template adds the default line).
+  ChatTemplate WithoutDefaultSystem() const {
+    return ChatTemplate(*tokenizer_, im_start_, im_end_, std::nullopt);
+  }
   int32_t im_start_id() const { return im_start_; }
   int32_t im_end_id() const { return im_end_; }
 
