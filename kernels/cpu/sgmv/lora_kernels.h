@@ -1,18 +1,25 @@
 // Per-ISA LoRA dot kernels behind CpuLoraOps (internal to //kernels/cpu/sgmv).
 //
-// Both SGMV halves are blocks of dot products between FP32 rows X and BF16 rows W:
-//   shrink: X = x [T, h_in], W = A [rank, h_in],  v[t, r]  = dot(x[t], A[r])
-//   expand: X = v [T, >=rank], W = B [h_out, rank], y[t, o] = fma(scale, dot(v[t], B[o]), y[t, o])
-//
-// The canonical dot (every ISA implements exactly this sequence, so the scalar and AVX2
-// kernels agree bitwise, and so do all tile shapes, thread counts and batch layouts):
+// Shrink (x [T, h_in] FP32, A [rank, h_in] BF16): v[t, r] = dot_shrink(x[t], A[r]), where
 //   acc[0..8) = +0
-//   for each 16-element chunk c of K (the last one zero padded):
-//     for i in 0..8: acc[i] = fmaf(x[16c + 2i],     w[16c + 2i],     acc[i])
-//                    acc[i] = fmaf(x[16c + 2i + 1], w[16c + 2i + 1], acc[i])
+//   for each 16-element chunk c of h_in (the last one zero padded):
+//     for i in 0..8: acc[i] = fmaf(x[16c + 2i],     a[16c + 2i],     acc[i])
+//                    acc[i] = fmaf(x[16c + 2i + 1], a[16c + 2i + 1], acc[i])
 //   dot = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
-// (AVX2: one 8-lane accumulator; a 256-bit load of 16 BF16 split into even/odd lanes by a
-// shift and a mask, x de-interleaved to match; the sum is the hadd tree.)
+// (AVX2: one 8-lane accumulator per (token, row); a 256-bit load of 16 BF16 split into
+// even/odd lanes by a shift and a mask, x de-interleaved to match; the sum is a hadd tree.)
+//
+// Expand (v [T, >=rank] FP32, B [h_out, rank] BF16):
+//   y[t, o] = fmaf(scale, dot_expand(v[t], B[o]), y[t, o]), where
+//   e = +0, d = +0
+//   for i in 0..ceil(rank / 2): e = fmaf(v[2i], b[2i], e)
+//                               d = fmaf(v[2i + 1], b[2i + 1], d)   (0, 0 past the rank)
+//   dot = e + d
+// (AVX2: vectorised over 8 outputs: B's 8 x rank block is transposed to FP32 columns once
+// and reused for every token of the work item, so no horizontal sums are needed.)
+//
+// Every ISA implements exactly these sequences, so the scalar and AVX2 kernels agree
+// bitwise, and so do all tile shapes, thread counts and batch layouts.
 #ifndef LOOM_KERNELS_CPU_SGMV_LORA_KERNELS_H_
 #define LOOM_KERNELS_CPU_SGMV_LORA_KERNELS_H_
 

@@ -3,9 +3,10 @@
 // Avx2LoraKernels() lives in an anonymous namespace and only intrinsics/builtins are used,
 // so no inline function compiled for AVX2 can be picked by the linker for another TU.
 //
-// Tiles of NT tokens x NR weight rows keep NT * NR accumulators in registers; each
-// (token, row) accumulator runs exactly the canonical sequence whatever NT and NR are, so
-// the tiling (which depends on segment lengths and on the work split) never changes a bit.
+// Shrink: tiles of NT tokens x NR rows of A keep NT * NR accumulators in registers. Expand:
+// 8 outputs at a time, B's block transposed once and reused for every token. Each output
+// runs exactly its canonical sequence whatever the tiling, so the tiling (which depends on
+// segment lengths and on the work split) never changes a bit.
 #include "kernels/cpu/sgmv/lora_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -177,14 +178,169 @@ void Shrink(const float* x, int64_t x_stride, int n_tokens, const uint16_t* a, i
         [v, v_stride](int t, int r, float d) { v[t * v_stride + r] = d; });
 }
 
+// ---- Expand: vectorised over 8 outputs ----
+
+constexpr int kMaxVecRank = 256;  // larger ranks take the scalar form of the same sequence
+
+LOOM_INLINE float Bf16(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+float ExpandDotScalar(const float* v, const uint16_t* b, int rank) {
+  float e = 0.0f, d = 0.0f;
+  int j = 0;
+  for (; j + 1 < rank; j += 2) {
+    e = __builtin_fmaf(v[j], Bf16(b[j]), e);
+    d = __builtin_fmaf(v[j + 1], Bf16(b[j + 1]), d);
+  }
+  if (j < rank) {
+    e = __builtin_fmaf(v[j], Bf16(b[j]), e);
+    d = __builtin_fmaf(0.0f, 0.0f, d);
+  }
+  return e + d;
+}
+
+// Transposes 8 rows of 8 32-bit words: t[i] = word i of rows 0..7.
+LOOM_INLINE void Transpose8x8(const __m256i (&r)[8], __m256i (&t)[8]) {
+  const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+  const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+  const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+  const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+  const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+  t[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+  t[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+  t[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+  t[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+  t[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+  t[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+  t[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+  t[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+// cols[j][r] = B[r, j] as FP32 for j < rank, r < 8 (rows >= n_rows read as 0).
+// b: the first of the rows, row stride = rank. REQUIRES: rank <= kMaxVecRank.
+LOOM_INLINE void BuildCols(const uint16_t* b, int rank, int n_rows, float (*cols)[8]) {
+  if (n_rows == 8 && rank % 8 == 0) {
+    const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    for (int j = 0; j < rank; j += 16) {
+      const bool half = j + 16 > rank;  // 8 columns left
+      __m256i r[8], t[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const uint16_t* p = b + static_cast<int64_t>(i) * rank + j;
+        r[i] = half ? _mm256_set_m128i(_mm_setzero_si128(),
+                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))
+                    : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      }
+      Transpose8x8(r, t);
+      const int words = half ? 4 : 8;
+      for (int i = 0; i < words; ++i) {
+        _mm256_store_ps(cols[j + 2 * i], _mm256_castsi256_ps(_mm256_slli_epi32(t[i], 16)));
+        _mm256_store_ps(cols[j + 2 * i + 1], _mm256_castsi256_ps(_mm256_and_si256(t[i], hi_mask)));
+      }
+    }
+    return;
+  }
+  for (int j = 0; j < rank; ++j) {
+    for (int r = 0; r < 8; ++r) cols[j][r] = r < n_rows ? Bf16(b[static_cast<int64_t>(r) * rank + j]) : 0.0f;
+  }
+}
+
+// sum[t] (8 outputs) = dot_expand(v + t * vs, the 8 rows in cols).
+template <int NT>
+LOOM_INLINE void ExpandTile(const float* v, int64_t vs, const float (*cols)[8], int rank,
+                            __m256 (&sum)[NT]) {
+  __m256 e[NT], d[NT];
+#pragma GCC unroll 4
+  for (int t = 0; t < NT; ++t) e[t] = d[t] = _mm256_setzero_ps();
+  int j = 0;
+  for (; j + 1 < rank; j += 2) {
+    const __m256 ce = _mm256_load_ps(cols[j]), cd = _mm256_load_ps(cols[j + 1]);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      e[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(v + t * vs + j), ce, e[t]);
+      d[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(v + t * vs + j + 1), cd, d[t]);
+    }
+  }
+  if (j < rank) {
+    const __m256 ce = _mm256_load_ps(cols[j]), z = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      e[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(v + t * vs + j), ce, e[t]);
+      d[t] = _mm256_fmadd_ps(z, z, d[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_ps(e[t], d[t]);
+}
+
+// y[0..n) = fmaf(scale, sum[0..n), y[0..n)), n <= 8.
+LOOM_INLINE void AccumulateY(float* y, int n, float scale, __m256 sum) {
+  if (n == 8) {
+    _mm256_storeu_ps(y, _mm256_fmadd_ps(_mm256_set1_ps(scale), sum, _mm256_loadu_ps(y)));
+    return;
+  }
+  alignas(32) float s[8];
+  _mm256_store_ps(s, sum);
+  for (int i = 0; i < n; ++i) y[i] = __builtin_fmaf(scale, s[i], y[i]);
+}
+
+template <int NT>
+LOOM_INLINE void ExpandTokens(const float* v, int64_t vs, const float (*cols)[8], int rank,
+                              float scale, float* y, int64_t ys, int n_rows) {
+  __m256 sum[NT];
+  ExpandTile<NT>(v, vs, cols, rank, sum);
+#pragma GCC unroll 4
+  for (int t = 0; t < NT; ++t) AccumulateY(y + t * ys, n_rows, scale, sum[t]);
+}
+
 void Expand(const float* v, int64_t v_stride, int n_tokens, const uint16_t* b, int rank,
             float scale, int o_begin, int o_end, float* y, int64_t y_stride, const void* pf_next,
             int64_t pf_bytes) {
-  Block(v, v_stride, n_tokens, b, rank, rank, o_begin, o_end, pf_next, pf_bytes,
-        [y, y_stride, scale](int t, int o, float d) {
-          float* out = y + t * y_stride + o;
-          *out = __builtin_fmaf(scale, d, *out);
-        });
+  if (rank > kMaxVecRank) {
+    for (int t = 0; t < n_tokens; ++t) {
+      for (int o = o_begin; o < o_end; ++o) {
+        float* out = y + t * y_stride + o;
+        *out = __builtin_fmaf(
+            scale, ExpandDotScalar(v + t * v_stride, b + static_cast<int64_t>(o) * rank, rank),
+            *out);
+      }
+    }
+    return;
+  }
+  Prefetcher pf;
+  const int groups = (o_end - o_begin + 7) / 8;
+  if (pf_next != nullptr && pf_bytes > 0 && groups > 0) {
+    pf.p = static_cast<const char*>(pf_next);
+    pf.end = pf.p + pf_bytes;
+    pf.per_step = static_cast<int>(((pf_bytes + 63) / 64 + groups - 1) / groups);
+  }
+  alignas(32) float cols[kMaxVecRank][8];
+  for (int o = o_begin; o < o_end; o += 8) {
+    pf.Step();
+    const int n_rows = o_end - o < 8 ? o_end - o : 8;
+    BuildCols(b + static_cast<int64_t>(o) * rank, rank, n_rows, cols);
+    int t = 0;
+    for (; t + 4 <= n_tokens; t += 4) {
+      ExpandTokens<4>(v + t * v_stride, v_stride, cols, rank, scale, y + t * y_stride + o,
+                      y_stride, n_rows);
+    }
+    if (t + 2 <= n_tokens) {
+      ExpandTokens<2>(v + t * v_stride, v_stride, cols, rank, scale, y + t * y_stride + o,
+                      y_stride, n_rows);
+      t += 2;
+    }
+    if (t < n_tokens) {
+      ExpandTokens<1>(v + t * v_stride, v_stride, cols, rank, scale, y + t * y_stride + o,
+                      y_stride, n_rows);
+    }
+  }
 }
 
 constexpr LoraKernelTable kTable = {&Shrink, &Expand};

@@ -1,5 +1,5 @@
-// Portable implementation of the canonical LoRA dot (lora_kernels.h), bitwise equal to the
-// AVX2 kernels: the same 8 accumulators, the same fmaf sequence, the same sum tree.
+// Portable implementation of the canonical LoRA dots (lora_kernels.h), bitwise equal to
+// the AVX2 kernels: the same accumulators, the same fmaf sequences, the same sum trees.
 #include <cstring>
 
 #include "kernels/cpu/sgmv/lora_kernels.h"
@@ -31,6 +31,20 @@ float CanonicalDot(const float* x, const uint16_t* w, int k_len) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+float CanonicalExpandDot(const float* v, const uint16_t* b, int rank) {
+  float e = 0.0f, d = 0.0f;
+  int j = 0;
+  for (; j + 1 < rank; j += 2) {
+    e = __builtin_fmaf(v[j], Bf16(b[j]), e);
+    d = __builtin_fmaf(v[j + 1], Bf16(b[j + 1]), d);
+  }
+  if (j < rank) {
+    e = __builtin_fmaf(v[j], Bf16(b[j]), e);
+    d = __builtin_fmaf(0.0f, 0.0f, d);
+  }
+  return e + d;
+}
+
 void Shrink(const float* x, int64_t x_stride, int n_tokens, const uint16_t* a, int h_in,
             int r_begin, int r_end, float* v, int64_t v_stride, const void*, int64_t) {
   for (int t = 0; t < n_tokens; ++t) {
@@ -46,8 +60,9 @@ void Expand(const float* v, int64_t v_stride, int n_tokens, const uint16_t* b, i
   for (int t = 0; t < n_tokens; ++t) {
     for (int o = o_begin; o < o_end; ++o) {
       float* out = y + t * y_stride + o;
-      *out = __builtin_fmaf(scale, CanonicalDot(v + t * v_stride, b + static_cast<int64_t>(o) * rank, rank),
-                            *out);
+      *out = __builtin_fmaf(
+          scale, CanonicalExpandDot(v + t * v_stride, b + static_cast<int64_t>(o) * rank, rank),
+          *out);
     }
   }
 }
