@@ -223,6 +223,20 @@ LOOM_INLINE void Transpose8x8(const __m256i (&r)[8], __m256i (&t)[8]) {
   t[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
 }
 
+// t[i] = 32-bit word i (BF16 columns j + 2i, j + 2i + 1) of rows 0..7 of b (row stride
+// rank); half: only 8 columns are left (words 4..7 read as 0).
+LOOM_INLINE void LoadTransposed(const uint16_t* b, int rank, int j, bool half, __m256i (&t)[8]) {
+  __m256i r[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    const uint16_t* p = b + static_cast<int64_t>(i) * rank + j;
+    r[i] = half ? _mm256_set_m128i(_mm_setzero_si128(),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))
+                : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  Transpose8x8(r, t);
+}
+
 // cols[j][r] = B[r, j] as FP32 for j < rank, r < 8 (rows >= n_rows read as 0).
 // b: the first of the rows, row stride = rank. REQUIRES: rank <= kMaxVecRank.
 LOOM_INLINE void BuildCols(const uint16_t* b, int rank, int n_rows, float (*cols)[8]) {
@@ -230,15 +244,8 @@ LOOM_INLINE void BuildCols(const uint16_t* b, int rank, int n_rows, float (*cols
     const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
     for (int j = 0; j < rank; j += 16) {
       const bool half = j + 16 > rank;  // 8 columns left
-      __m256i r[8], t[8];
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) {
-        const uint16_t* p = b + static_cast<int64_t>(i) * rank + j;
-        r[i] = half ? _mm256_set_m128i(_mm_setzero_si128(),
-                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))
-                    : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-      }
-      Transpose8x8(r, t);
+      __m256i t[8];
+      LoadTransposed(b, rank, j, half, t);
       const int words = half ? 4 : 8;
       for (int i = 0; i < words; ++i) {
         _mm256_store_ps(cols[j + 2 * i], _mm256_castsi256_ps(_mm256_slli_epi32(t[i], 16)));
@@ -274,6 +281,37 @@ LOOM_INLINE void ExpandTile(const float* v, int64_t vs, const float (*cols)[8], 
     for (int t = 0; t < NT; ++t) {
       e[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(v + t * vs + j), ce, e[t]);
       d[t] = _mm256_fmadd_ps(z, z, d[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_ps(e[t], d[t]);
+}
+
+// ExpandTile without the column buffer, for items of one or two tokens (the transposed
+// words stay in registers; a store + reload of the columns would stall on store
+// forwarding). The same fmaf sequence as ExpandTile. REQUIRES: rank % 8 == 0, 8 rows.
+template <int NT>
+LOOM_INLINE void ExpandTileDirect(const float* v, int64_t vs, const uint16_t* b, int rank,
+                                  __m256 (&sum)[NT]) {
+  const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m256 e[NT], d[NT];
+#pragma GCC unroll 4
+  for (int t = 0; t < NT; ++t) e[t] = d[t] = _mm256_setzero_ps();
+  for (int j = 0; j < rank; j += 16) {
+    const bool half = j + 16 > rank;
+    __m256i w[8];
+    LoadTransposed(b, rank, j, half, w);
+    const int words = half ? 4 : 8;
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      if (i >= words) break;
+      const __m256 ce = _mm256_castsi256_ps(_mm256_slli_epi32(w[i], 16));
+      const __m256 cd = _mm256_castsi256_ps(_mm256_and_si256(w[i], hi_mask));
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) {
+        e[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(v + t * vs + j + 2 * i), ce, e[t]);
+        d[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(v + t * vs + j + 2 * i + 1), cd, d[t]);
+      }
     }
   }
 #pragma GCC unroll 4
@@ -321,23 +359,48 @@ void Expand(const float* v, int64_t v_stride, int n_tokens, const uint16_t* b, i
     pf.end = pf.p + pf_bytes;
     pf.per_step = static_cast<int>(((pf_bytes + 63) / 64 + groups - 1) / groups);
   }
-  alignas(32) float cols[kMaxVecRank][8];
-  for (int o = o_begin; o < o_end; o += 8) {
+  const bool direct = n_tokens <= 2 && rank % 8 == 0;
+  // Columns of the next group are built before the current group is computed (two
+  // buffers), so the reloads never wait on the stores that wrote them.
+  alignas(32) float cols[2][kMaxVecRank][8];
+  if (!direct && o_begin < o_end) {
+    BuildCols(b + static_cast<int64_t>(o_begin) * rank, rank,
+              o_end - o_begin < 8 ? o_end - o_begin : 8, cols[0]);
+  }
+  for (int o = o_begin, g = 0; o < o_end; o += 8, g ^= 1) {
     pf.Step();
     const int n_rows = o_end - o < 8 ? o_end - o : 8;
-    BuildCols(b + static_cast<int64_t>(o) * rank, rank, n_rows, cols);
+    const uint16_t* bo = b + static_cast<int64_t>(o) * rank;
+    if (direct && n_rows == 8) {
+      if (n_tokens == 2) {
+        __m256 sum[2];
+        ExpandTileDirect<2>(v, v_stride, bo, rank, sum);
+        AccumulateY(y + o, 8, scale, sum[0]);
+        AccumulateY(y + y_stride + o, 8, scale, sum[1]);
+      } else {
+        __m256 sum[1];
+        ExpandTileDirect<1>(v, v_stride, bo, rank, sum);
+        AccumulateY(y + o, 8, scale, sum[0]);
+      }
+      continue;
+    }
+    if (direct) BuildCols(bo, rank, n_rows, cols[g]);  // last partial group
+    if (!direct && o + 8 < o_end) {
+      BuildCols(bo + 8 * rank, rank, o_end - o - 8 < 8 ? o_end - o - 8 : 8, cols[g ^ 1]);
+    }
+    const float(*c)[8] = cols[g];
     int t = 0;
     for (; t + 4 <= n_tokens; t += 4) {
-      ExpandTokens<4>(v + t * v_stride, v_stride, cols, rank, scale, y + t * y_stride + o,
+      ExpandTokens<4>(v + t * v_stride, v_stride, c, rank, scale, y + t * y_stride + o,
                       y_stride, n_rows);
     }
     if (t + 2 <= n_tokens) {
-      ExpandTokens<2>(v + t * v_stride, v_stride, cols, rank, scale, y + t * y_stride + o,
+      ExpandTokens<2>(v + t * v_stride, v_stride, c, rank, scale, y + t * y_stride + o,
                       y_stride, n_rows);
       t += 2;
     }
     if (t < n_tokens) {
-      ExpandTokens<1>(v + t * v_stride, v_stride, cols, rank, scale, y + t * y_stride + o,
+      ExpandTokens<1>(v + t * v_stride, v_stride, c, rank, scale, y + t * y_stride + o,
                       y_stride, n_rows);
     }
   }
