@@ -142,7 +142,7 @@ ServerMetrics::ServerMetrics(Options options)
   batch_sequences_ = gauge("loom_batch_sequences", "Sequences in the last forward step.");
   step_tokens_ = histogram("loom_step_tokens", "Tokens per forward step.", StepTokenBuckets());
   kv_used_ = gauge("loom_kv_cache_pages_used", "KV cache pages in use.");
-  kv_total_ = gauge("loom_kv_cache_pages_total", "KV cache pages in the pool.");
+  kv_total_ = gauge("loom_kv_cache_pages_capacity", "KV cache pages in the pool.");
   kv_ratio_ = gauge("loom_kv_cache_usage_ratio", "Fraction of KV cache pages in use (0..1).");
   preemptions_ = counter("loom_preemptions_total",
                          "Running requests preempted for KV pages (later recomputed).");

@@ -29,7 +29,7 @@
 //   loom_batch_tokens / loom_batch_sequences gauge     OnStep (last step)
 //   loom_step_tokens                         histogram OnStep (tokens per forward step;
 //                                                      its _count is the step count)
-//   loom_kv_cache_pages_used / _total        gauge     OnStep
+//   loom_kv_cache_pages_used / _capacity     gauge     OnStep (pages in use / in the pool)
 //   loom_kv_cache_usage_ratio                gauge     OnStep (used / total, 0 if total 0)
 //   loom_preemptions_total                   counter   OnPreemption
 //   loom_adapters{state}                     gauge     SetAdapterStates; state is one of

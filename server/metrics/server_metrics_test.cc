@@ -43,7 +43,7 @@ TEST(ServerMetricsTest, ExportsEveryFamilyWithTypeAndHelp) {
       {"loom_batch_sequences", "gauge"},
       {"loom_step_tokens", "histogram"},
       {"loom_kv_cache_pages_used", "gauge"},
-      {"loom_kv_cache_pages_total", "gauge"},
+      {"loom_kv_cache_pages_capacity", "gauge"},
       {"loom_kv_cache_usage_ratio", "gauge"},
       {"loom_preemptions_total", "counter"},
       {"loom_adapters", "gauge"},
@@ -92,7 +92,7 @@ TEST(ServerMetricsTest, ObserverUpdatesEngineMetrics) {
   EXPECT_EQ(e.Get("loom_requests_running"), 5);
   EXPECT_EQ(e.Get("loom_requests_waiting"), 0);
   EXPECT_EQ(e.Get("loom_kv_cache_pages_used"), 40);
-  EXPECT_EQ(e.Get("loom_kv_cache_pages_total"), 160);
+  EXPECT_EQ(e.Get("loom_kv_cache_pages_capacity"), 160);
   EXPECT_DOUBLE_EQ(e.Get("loom_kv_cache_usage_ratio"), 40.0 / 160.0);
   // Step histogram: 2 steps, 120 tokens; 20 <= 32 < 100 <= 128.
   EXPECT_EQ(e.Get("loom_step_tokens_count"), 2);
