@@ -78,11 +78,7 @@ class ServerMetrics::Observer : public EngineObserver {
     m_->step_tokens_->Observe(batch_tokens);
     m_->running_->Set(running);
     m_->waiting_->Set(waiting);
-    m_->kv_used_->Set(kv_pages_used);
-    m_->kv_total_->Set(kv_pages_total);
-    m_->kv_ratio_->Set(kv_pages_total > 0
-                           ? static_cast<double>(kv_pages_used) / kv_pages_total
-                           : 0.0);
+    m_->SetKv(kv_pages_used, kv_pages_total);
   }
   void OnFirstToken(const std::string& /*adapter_id*/, absl::Duration ttft) override {
     m_->ttft_->Observe(Seconds(ttft));
@@ -290,11 +286,35 @@ void ServerMetrics::SetAdapterStates(const std::vector<AdapterInfo>& adapters) {
   adapter_resident_bytes_->Set(resident_bytes);
 }
 
+void ServerMetrics::SetKv(int used, int capacity) {
+  kv_used_->Set(used);
+  kv_total_->Set(capacity);
+  kv_ratio_->Set(capacity > 0 ? static_cast<double>(used) / capacity : 0.0);
+}
+
+void ServerMetrics::SetEngineStats(const EngineStats& stats) {
+  running_->Set(stats.running);
+  waiting_->Set(stats.waiting);
+  SetKv(stats.kv_pages_used, stats.kv_pages_total);
+}
+
+void ServerMetrics::SetScrapeHook(std::function<void()> hook) {
+  auto p = hook ? std::make_shared<const std::function<void()>>(std::move(hook)) : nullptr;
+  absl::MutexLock lock(&hook_mu_);
+  hook_ = std::move(p);
+}
+
 void ServerMetrics::ObserveAdapterLoad(double seconds, bool ok) {
   (ok ? adapter_load_ok_ : adapter_load_error_)->Observe(seconds);
 }
 
 std::string ServerMetrics::Render() const {
+  std::shared_ptr<const std::function<void()>> hook;
+  {
+    absl::MutexLock lock(&hook_mu_);
+    hook = hook_;
+  }
+  if (hook) (*hook)();
   prometheus::TextSerializer serializer;
   std::ostringstream out;
   serializer.Serialize(out, registry_->Collect());

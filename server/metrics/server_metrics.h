@@ -15,6 +15,13 @@
 //   // after every adapter Register/Unload/Pin/eviction, or on a timer:
 //   metrics.SetAdapterStates(store.List());
 //   metrics.ObserveAdapterLoad(seconds, status.ok());           // each adapter load
+//   // Refresh snapshot gauges at every scrape. NEEDED for the KV gauges: the engine
+//   // calls OnStep only after a forward step, so pages freed by a cancel or a finish
+//   // while the engine then goes idle would otherwise stay stale in /metrics.
+//   metrics.SetScrapeHook([&] {
+//     metrics.SetEngineStats(engine.GetStats());
+//     metrics.SetAdapterStates(store.List());
+//   });
 //
 // Metric names (all prefixed loom_, lint-clean under `promtool check metrics`):
 //   loom_requests_total{adapter,code}        counter   RecordRequest. code = gRPC code
@@ -25,12 +32,14 @@
 //                                                      finished request, any status)
 //   loom_prompt_tokens_total                 counter   OnFinish
 //   loom_generation_tokens_total             counter   OnFinish
-//   loom_requests_running / _waiting         gauge     OnStep
+//   loom_requests_running / _waiting         gauge     OnStep, SetEngineStats
 //   loom_batch_tokens / loom_batch_sequences gauge     OnStep (last step)
 //   loom_step_tokens                         histogram OnStep (tokens per forward step;
 //                                                      its _count is the step count)
-//   loom_kv_cache_pages_used / _capacity     gauge     OnStep (pages in use / in the pool)
-//   loom_kv_cache_usage_ratio                gauge     OnStep (used / total, 0 if total 0)
+//   loom_kv_cache_pages_used / _capacity     gauge     OnStep, SetEngineStats (pages in
+//                                                      use / in the pool)
+//   loom_kv_cache_usage_ratio                gauge     OnStep, SetEngineStats (used /
+//                                                      capacity, 0 if capacity 0)
 //   loom_preemptions_total                   counter   OnPreemption
 //   loom_adapters{state}                     gauge     SetAdapterStates; state is one of
 //                                                      LOADING READY UNLOADING FAILED
@@ -65,6 +74,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,6 +91,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "scheduler/engine/engine.h"
 #include "scheduler/engine/engine_observer.h"
 
 namespace loom {
@@ -116,11 +127,20 @@ class ServerMetrics {
   // One adapter load (Register or reload) that took `seconds`.
   void ObserveAdapterLoad(double seconds, bool ok);
 
+  // Sets the running/waiting and KV gauges from an engine snapshot (the last-step batch
+  // gauges are left to OnStep). Use from the scrape hook.
+  void SetEngineStats(const EngineStats& stats);
+  // `hook` runs at the start of every Render() (every scrape), on the scraping thread,
+  // without any ServerMetrics lock held (it may call any method but Render). Replaces
+  // the previous hook; nullptr clears it.
+  void SetScrapeHook(std::function<void()> hook);
+
   // Readiness for /healthz and /readyz (false until the model is loaded).
   void SetReady(bool ready);
   bool ready() const { return ready_.load(std::memory_order_acquire); }
 
-  // The Prometheus text exposition format 0.0.4 of every metric.
+  // Runs the scrape hook, then returns the Prometheus text exposition format 0.0.4 of
+  // every metric.
   std::string Render() const;
   // For components that want to register their own families (same exposition).
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
@@ -136,6 +156,7 @@ class ServerMetrics {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RerankLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveSeriesLocked(const std::string& label) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetKv(int used, int capacity);
 
   const Options options_;
   std::shared_ptr<prometheus::Registry> registry_;
@@ -171,6 +192,9 @@ class ServerMetrics {
   absl::flat_hash_map<std::string, uint64_t> window_counts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, CodeCounters> counters_ ABSL_GUARDED_BY(mu_);
   absl::Time last_rerank_ ABSL_GUARDED_BY(mu_);
+
+  mutable absl::Mutex hook_mu_;
+  std::shared_ptr<const std::function<void()>> hook_ ABSL_GUARDED_BY(hook_mu_);
 };
 
 }  // namespace loom
