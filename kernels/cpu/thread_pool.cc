@@ -42,8 +42,11 @@ struct ThreadPool::Impl {
   int64_t grain = 1;
   int64_t n_chunks = 0;
   std::atomic<int64_t> next_chunk{0};
-  // Workers that have not yet finished the current job.
-  std::atomic<int> pending{0};
+  // Join protocol: a worker increments `joined`, then runs chunks only if the job is not
+  // `closed`. The caller closes the job once it finds no chunk left and waits only for the
+  // workers that joined, so a worker that is descheduled or slow to wake never delays it.
+  std::atomic<int> joined{0};
+  std::atomic<bool> closed{true};
 
   void RunChunks() {
     for (;;) {
@@ -75,8 +78,9 @@ struct ThreadPool::Impl {
       }
       if (stop.load(std::memory_order_acquire)) return;
       seen = g;
-      RunChunks();
-      pending.fetch_sub(1, std::memory_order_acq_rel);
+      joined.fetch_add(1, std::memory_order_seq_cst);
+      if (!closed.load(std::memory_order_seq_cst)) RunChunks();
+      joined.fetch_sub(1, std::memory_order_release);
     }
   }
 };
@@ -122,7 +126,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   s.grain = grain;
   s.n_chunks = n_chunks;
   s.next_chunk.store(0, std::memory_order_relaxed);
-  s.pending.store(static_cast<int>(s.workers.size()), std::memory_order_relaxed);
+  s.closed.store(false, std::memory_order_seq_cst);  // publishes the job fields
   // seq_cst store/load pair with the worker's sleepers increment / generation check:
   // either the worker sees the new generation or we see it asleep and notify it.
   s.generation.fetch_add(1, std::memory_order_seq_cst);
@@ -131,7 +135,8 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
     s.cv.notify_all();
   }
   s.RunChunks();
-  while (s.pending.load(std::memory_order_acquire) != 0) LOOM_CPU_RELAX();
+  s.closed.store(true, std::memory_order_seq_cst);
+  while (s.joined.load(std::memory_order_seq_cst) != 0) LOOM_CPU_RELAX();
   s.fn = nullptr;
 }
 
