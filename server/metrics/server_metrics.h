@@ -65,6 +65,8 @@
 //     requests count under "other"; a promoted adapter's series starts at 0, which
 //     Prometheus treats as a new series / counter reset). So at any time the label takes
 //     at most N + 2 values ("base", "other", N ids).
+//   * An unknown id (e.g. a NotFound request) can take a FREE slot like any other, and
+//     holds it at most until the next re-ranking in which N ids outrank it.
 //   * The window tracks at most `max_tracked_adapters` distinct ids (memory bound against
 //     arbitrary ids in rejected requests); ids beyond that cannot win a slot that window.
 //   * `code` is one of the 17 canonical gRPC code names; any other string -> "UNKNOWN".
