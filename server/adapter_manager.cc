@@ -1,0 +1,90 @@
+#include "server/adapter_manager.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "spdlog/spdlog.h"
+
+namespace loom {
+
+AdapterManager::AdapterManager(AdapterStore* store, AdapterRoots roots, bool on_demand,
+                               ServerMetrics* metrics)
+    : store_(store), roots_(std::move(roots)), on_demand_(on_demand), metrics_(metrics) {}
+
+AdapterManager::~AdapterManager() { loader_.Stop(); }
+
+void AdapterManager::PublishStates() {
+  if (metrics_ != nullptr) metrics_->SetAdapterStates(store_->List());
+}
+
+absl::StatusOr<AdapterInfo> AdapterManager::Load(const std::string& id,
+                                                 const std::string& source, bool pin) {
+  if (absl::Status s = ValidateAdapterId(id); !s.ok()) return s;
+  absl::StatusOr<std::string> path = roots_.Resolve(source);
+  if (!path.ok()) return path.status();
+  const absl::Time start = absl::Now();
+  absl::Status s = store_->Register(id, *path, pin);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (metrics_ != nullptr) metrics_->ObserveAdapterLoad(seconds, s.ok());
+  PublishStates();
+  if (!s.ok()) {
+    spdlog::warn("event=adapter_load_failed id={} source={} code={} error=\"{}\"", id, *path,
+                 absl::StatusCodeToString(s.code()), std::string(s.message()));
+    // A malformed adapter (or one that does not fit the base model) is a precondition
+    // failure of the request; other codes (NotFound, ResourceExhausted, ...) pass through.
+    const absl::StatusCode code = s.code() == absl::StatusCode::kInvalidArgument
+                                      ? absl::StatusCode::kFailedPrecondition
+                                      : s.code();
+    return absl::Status(code, absl::StrFormat("adapter '%s' from '%s' cannot be loaded: %s",
+                                              id, *path, s.message()));
+  }
+  spdlog::info("event=adapter_loaded id={} source={} pin={} seconds={:.3f}", id, *path, pin,
+               seconds);
+  return store_->Info(id);
+}
+
+void AdapterManager::LoadAsync(const std::string& id, const std::string& source, bool pin,
+                               std::function<void(absl::StatusOr<AdapterInfo>)> done) {
+  loader_.Post([this, id, source, pin, done = std::move(done)] {
+    done(Load(id, source, pin));
+  });
+}
+
+void AdapterManager::EnsureKnownAsync(const std::string& id,
+                                      std::function<void(absl::Status)> done) {
+  absl::StatusOr<AdapterInfo> info = store_->Info(id);
+  if (info.ok() && info->state != AdapterState::kUnloading) return done(absl::OkStatus());
+  if (info.ok() || !on_demand_) {
+    return done(absl::NotFoundError(absl::StrFormat("adapter '%s' not found", id)));
+  }
+  absl::StatusOr<std::string> path = roots_.FindById(id);
+  if (!path.ok()) {
+    if (path.status().code() == absl::StatusCode::kInvalidArgument) {
+      return done(absl::NotFoundError(absl::StrFormat("adapter '%s' not found", id)));
+    }
+    return done(path.status());
+  }
+  loader_.Post([this, id, path = *path, done = std::move(done)] {
+    // Another request may have loaded it while this one waited in the queue.
+    absl::StatusOr<AdapterInfo> again = store_->Info(id);
+    if (again.ok() && again->state == AdapterState::kReady) return done(absl::OkStatus());
+    spdlog::info("event=adapter_on_demand id={} source={}", id, path);
+    absl::StatusOr<AdapterInfo> loaded = Load(id, path, /*pin=*/false);
+    done(loaded.status());
+  });
+}
+
+absl::StatusOr<int> AdapterManager::Unload(const std::string& id) {
+  absl::StatusOr<AdapterInfo> info = store_->Info(id);
+  if (!info.ok() || info->state == AdapterState::kUnloading) {
+    return absl::NotFoundError(absl::StrFormat("adapter '%s' not found", id));
+  }
+  if (absl::Status s = store_->Unload(id); !s.ok()) return s;
+  absl::StatusOr<AdapterInfo> after = store_->Info(id);
+  const int draining = after.ok() ? after->active_leases : 0;
+  spdlog::info("event=adapter_unloaded id={} draining_requests={}", id, draining);
+  PublishStates();
+  return draining;
+}
+
+}  // namespace loom

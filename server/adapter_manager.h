@@ -1,0 +1,61 @@
+// AdapterManager: the serving layer's view of adapters. Admin loads (path checked against
+// the adapter roots, loaded on the loader thread), on-demand loads for requests that name
+// an id not loaded yet but present under a root (LoRAX-style; switchable off), unloads,
+// and publishing adapter states to the metrics. Thread-safe.
+#ifndef LOOM_SERVER_ADAPTER_MANAGER_H_
+#define LOOM_SERVER_ADAPTER_MANAGER_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "models/lora/adapter_store.h"
+#include "server/adapter_roots.h"
+#include "server/loader_thread.h"
+#include "server/metrics/server_metrics.h"
+
+namespace loom {
+
+class AdapterManager {
+ public:
+  // `store` (and `metrics`, may be null) must outlive this.
+  AdapterManager(AdapterStore* store, AdapterRoots roots, bool on_demand,
+                 ServerMetrics* metrics);
+  ~AdapterManager();  // stops the loader thread after its queued loads
+
+  // Loads (or replaces) `id` from `source` on the calling thread. InvalidArgument (bad id),
+  // PermissionDenied (outside the roots), NotFound (no such path), FailedPrecondition (a
+  // malformed adapter or one that does not fit the base model: the reason),
+  // ResourceExhausted (no room in the budget).
+  absl::StatusOr<AdapterInfo> Load(const std::string& id, const std::string& source,
+                                   bool pin);
+  // Load on the loader thread; `done` runs there.
+  void LoadAsync(const std::string& id, const std::string& source, bool pin,
+                 std::function<void(absl::StatusOr<AdapterInfo>)> done);
+
+  // Before a request naming `id` is submitted: `done(OK)` at once, on this thread, when
+  // the store has `id` (any state but UNLOADING: the engine reports those). Otherwise,
+  // with on-demand loading on and <root>/<id> or <root>/<id>.gguf present, loads it on
+  // the loader thread and calls `done` there with the load's status. Else NotFound.
+  void EnsureKnownAsync(const std::string& id, std::function<void(absl::Status)> done);
+
+  // Unloads `id` (drains); returns the requests still using it. NotFound if unknown.
+  absl::StatusOr<int> Unload(const std::string& id);
+
+  AdapterStore* store() const { return store_; }
+  const AdapterRoots& roots() const { return roots_; }
+  bool on_demand() const { return on_demand_; }
+  void PublishStates();
+
+ private:
+  AdapterStore* const store_;
+  const AdapterRoots roots_;
+  const bool on_demand_;
+  ServerMetrics* const metrics_;
+  LoaderThread loader_;
+};
+
+}  // namespace loom
+
+#endif  // LOOM_SERVER_ADAPTER_MANAGER_H_

@@ -1,0 +1,273 @@
+// loomd: the Loom serving daemon. Loads the base model, serves loom.v1.Inference (with
+// grpc.health.v1 and server reflection) on --host:--port, loom.v1.Admin on
+// --admin_host:--admin_port, and /metrics + /healthz on --metrics_port. SIGTERM/SIGINT:
+// stop accepting, let in-flight streams finish within --shutdown_grace, exit 0.
+// Settings: an optional JSON --config whose keys are the flag names, overridden by the
+// flags given on the command line (server/server_config.h).
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "models/default_model.h"
+#include "server/admin_service.h"
+#include "server/adapter_manager.h"
+#include "server/inference_service.h"
+#include "server/metrics/http_endpoint.h"
+#include "server/metrics/server_metrics.h"
+#include "server/server_config.h"
+#include "server/serving_model.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, config, "", "JSON config file; its keys are these flags' names");
+ABSL_FLAG(std::string, model, "", "base model: GGUF file or HF directory (default: SmolLM2)");
+ABSL_FLAG(std::string, adapter_roots, "", "comma-separated directories adapters load from");
+ABSL_FLAG(std::string, preload, "", "adapters loaded at start: id=path,id=path,...");
+ABSL_FLAG(std::string, host, "127.0.0.1", "inference listen address");
+ABSL_FLAG(int, port, 50051, "inference port");
+ABSL_FLAG(std::string, admin_host, "127.0.0.1", "admin listen address");
+ABSL_FLAG(int, admin_port, 50052, "admin port");
+ABSL_FLAG(std::string, metrics_host, "127.0.0.1", "HTTP /metrics and /healthz address");
+ABSL_FLAG(int, metrics_port, 9400, "HTTP /metrics and /healthz port (0 = off)");
+ABSL_FLAG(int, max_batch_tokens, 512, "tokens per forward step");
+ABSL_FLAG(int, max_running, 64, "sequences in the running batch");
+ABSL_FLAG(int, max_queued, 1024, "waiting requests before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, kv_bytes, int64_t{512} << 20, "KV cache budget in bytes");
+ABSL_FLAG(int, kv_page_size, 16, "tokens per KV page");
+ABSL_FLAG(int64_t, adapter_bytes, int64_t{1} << 30, "host-memory budget for adapter weights");
+ABSL_FLAG(int, max_context, 0, "max prompt + generated tokens (0 = the model's)");
+ABSL_FLAG(int, threads, 0, "kernel threads (0 = all hardware threads)");
+ABSL_FLAG(std::string, policy, "fcfs", "admission policy: fcfs or fair");
+ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (enables TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM server private key");
+ABSL_FLAG(std::string, tls_client_ca, "", "PEM CA of client certificates (requires mTLS)");
+ABSL_FLAG(std::string, admin_token_file, "", "file holding the admin bearer token");
+ABSL_FLAG(bool, on_demand_adapters, true, "load an unknown adapter id found under a root");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30), "drain time on SIGTERM");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off");
+
+namespace loom {
+namespace {
+
+// Names of the flags given on the command line (absl does not expose this publicly in
+// this version): "--name", "--name=value", "-name" and "--noname" for booleans.
+std::set<std::string> SpecifiedFlags(int argc, char** argv) {
+  std::set<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") break;
+    if (a.empty() || a[0] != '-') continue;
+    a = a.substr(a.find_first_not_of('-'));
+    a = a.substr(0, a.find('='));
+    out.insert(a);
+    if (a.rfind("no", 0) == 0) out.insert(a.substr(2));
+  }
+  return out;
+}
+
+absl::StatusOr<ServerOptions> ParseOptions(const std::set<std::string>& specified) {
+  ServerOptions o;
+  if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
+    if (absl::Status s = ApplyConfigFile(path, &o); !s.ok()) return s;
+  }
+  for (const std::string& name : SettingNames()) {
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr || specified.count(name) == 0) continue;
+    if (absl::Status s = ApplySetting(name, flag->CurrentValue(), &o); !s.ok()) return s;
+  }
+  if (o.model.empty()) o.model = DefaultModelPath();
+  if (absl::Status s = o.Validate(); !s.ok()) return s;
+  return o;
+}
+
+std::string Address(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
+  return v6 ? absl::StrFormat("[%s]:%d", host, port) : absl::StrFormat("%s:%d", host, port);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& o) {
+  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  auto read = [](const std::string& path) -> absl::StatusOr<std::string> {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) return absl::NotFoundError(absl::StrFormat("cannot read '%s'", path));
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
+    std::fclose(f);
+    return out;
+  };
+  absl::StatusOr<std::string> cert = read(o.tls_cert), key = read(o.tls_key);
+  if (!cert.ok()) return cert.status();
+  if (!key.ok()) return key.status();
+  pair.cert_chain = *cert;
+  pair.private_key = *key;
+  ssl.pem_key_cert_pairs.push_back(pair);
+  if (!o.tls_client_ca.empty()) {
+    absl::StatusOr<std::string> ca = read(o.tls_client_ca);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+// Builds and starts one gRPC server with `service` (plus health and reflection).
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
+    const std::string& address, const std::shared_ptr<grpc::ServerCredentials>& creds,
+    grpc::Service* service, const char* service_name) {
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  builder.AddListeningPort(address, creds, &bound);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound == 0) {
+    return absl::UnavailableError(absl::StrFormat("cannot listen on %s", address));
+  }
+  server->GetHealthCheckService()->SetServingStatus(service_name, true);
+  server->GetHealthCheckService()->SetServingStatus(true);
+  spdlog::info("event=listening service={} address={} port={}", service_name, address, bound);
+  return server;
+}
+
+EngineOptions ToEngineOptions(const ServerOptions& o) {
+  EngineOptions e;
+  e.max_batch_tokens = o.max_batch_tokens;
+  e.max_running = o.max_running;
+  e.max_queued = o.max_queued;
+  e.policy = o.policy == "fair" ? AdmissionPolicy::kFairShare : AdmissionPolicy::kFcfs;
+  e.kv.page_size = o.kv_page_size;
+  e.kv.budget_bytes = o.kv_bytes;
+  e.max_context = o.max_context;
+  return e;
+}
+
+int WaitForSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0) {
+  }
+  return sig;
+}
+
+absl::Status Serve(const ServerOptions& o) {
+  ServerMetrics metrics;
+  HttpEndpoint http;
+  if (o.metrics_port > 0) {
+    if (absl::Status s = http.Start(o.metrics_host, o.metrics_port, &metrics); !s.ok()) {
+      return s;
+    }
+    spdlog::info("event=listening service=http address={}", Address(o.metrics_host, http.port()));
+  }
+  const absl::Time t0 = absl::Now();
+  spdlog::info("event=model_loading path={} threads={}", o.model, o.threads);
+  absl::StatusOr<std::unique_ptr<ServingModel>> model = ServingModel::Load(o.model, o.threads);
+  if (!model.ok()) return model.status();
+  spdlog::info("event=model_loaded name={} seconds={:.2f} context={}", (*model)->name,
+               absl::ToDoubleSeconds(absl::Now() - t0), (*model)->model->config().max_context);
+  AdapterStore::Options store_options;
+  store_options.budget_bytes = o.adapter_bytes;
+  AdapterStore store((*model)->model->config(), store_options);
+  absl::StatusOr<AdapterRoots> roots = AdapterRoots::Create(o.adapter_roots);
+  if (!roots.ok()) return roots.status();
+  AdapterManager adapters(&store, *std::move(roots), o.on_demand_adapters, &metrics);
+  for (const PreloadAdapter& p : o.preload) {
+    absl::StatusOr<AdapterInfo> info = adapters.Load(p.id, p.source, /*pin=*/false);
+    if (!info.ok()) spdlog::error("event=preload_failed id={} error=\"{}\"", p.id, std::string(info.status().message()));
+  }
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(
+      (*model)->model.get(), (*model)->tokenizer.get(), &store, metrics.observer(),
+      ToEngineOptions(o));
+  if (!engine.ok()) return engine.status();
+  BearerAuth auth;
+  if (!o.admin_token_file.empty()) {
+    absl::StatusOr<BearerAuth> a = BearerAuth::FromFile(o.admin_token_file);
+    if (!a.ok()) return a.status();
+    auth = *std::move(a);
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = Credentials(o);
+  if (!creds.ok()) return creds.status();
+
+  std::atomic<bool> serving{false};
+  InferenceService inference(model->get(), engine->get(), &adapters, &metrics, &serving);
+  AdminService admin(model->get(), engine->get(), &adapters, std::move(auth), &serving,
+                     o.kv_page_size);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  absl::StatusOr<std::unique_ptr<grpc::Server>> inference_server =
+      StartServer(Address(o.host, o.port), *creds, &inference, "loom.v1.Inference");
+  if (!inference_server.ok()) return inference_server.status();
+  absl::StatusOr<std::unique_ptr<grpc::Server>> admin_server =
+      StartServer(Address(o.admin_host, o.admin_port), *creds, &admin, "loom.v1.Admin");
+  if (!admin_server.ok()) return admin_server.status();
+  serving.store(true, std::memory_order_release);
+  metrics.SetReady(true);
+  spdlog::info("event=ready max_context={}", (*engine)->max_context());
+
+  const int sig = WaitForSignal();
+  spdlog::info("event=shutdown signal={} grace_seconds={:.1f}", sig,
+               absl::ToDoubleSeconds(o.shutdown_grace));
+  serving.store(false, std::memory_order_release);
+  metrics.SetReady(false);
+  (*inference_server)->GetHealthCheckService()->SetServingStatus(false);
+  // Stop accepting; in-flight streams end when the engine finishes or cancels them.
+  std::thread stopper([&] {
+    (*inference_server)->Shutdown(absl::ToChronoTime(absl::Now() + o.shutdown_grace +
+                                                     absl::Seconds(5)));
+  });
+  (*engine)->Shutdown(o.shutdown_grace);
+  stopper.join();
+  (*admin_server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  http.Stop();
+  engine->reset();
+  spdlog::info("event=stopped");
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace loom
+
+int main(int argc, char** argv) {
+  // Signals are taken by sigwait in Serve; block them before any thread starts.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  absl::SetProgramUsageMessage("loomd: the Loom LoRA serving daemon");
+  const std::set<std::string> specified = loom::SpecifiedFlags(argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  spdlog::set_default_logger(spdlog::stderr_color_mt("loomd"));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e level=%l %v");
+  absl::StatusOr<loom::ServerOptions> options = loom::ParseOptions(specified);
+  if (!options.ok()) {
+    spdlog::critical("event=bad_config error=\"{}\"", std::string(options.status().message()));
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(options->log_level));
+  if (absl::Status s = loom::Serve(*options); !s.ok()) {
+    spdlog::critical("event=fatal code={} error=\"{}\"", absl::StatusCodeToString(s.code()),
+                     std::string(s.message()));
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,250 @@
+#include "server/server_config.h"
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+
+namespace loom {
+namespace {
+
+using Setter = std::function<absl::Status(const std::string&, ServerOptions*)>;
+
+absl::Status Bad(const std::string& name, const std::string& value, const std::string& why) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("setting %s = '%s' is invalid: %s", name, value, why));
+}
+
+Setter Str(std::string ServerOptions::*field) {
+  return [field](const std::string& v, ServerOptions* o) {
+    o->*field = v;
+    return absl::OkStatus();
+  };
+}
+
+template <typename T>
+Setter Int(const char* name, T ServerOptions::*field, int64_t lo, int64_t hi) {
+  return [=](const std::string& v, ServerOptions* o) {
+    int64_t x = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &x)) {
+      return Bad(name, v, "not an integer");
+    }
+    if (x < lo || x > hi) {
+      return Bad(name, v, absl::StrFormat("must be in [%d, %d]", lo, hi));
+    }
+    o->*field = static_cast<T>(x);
+    return absl::OkStatus();
+  };
+}
+
+Setter Bool(const char* name, bool ServerOptions::*field) {
+  return [=](const std::string& v, ServerOptions* o) {
+    bool b = false;
+    if (!absl::SimpleAtob(absl::StripAsciiWhitespace(v), &b)) {
+      return Bad(name, v, "not a boolean");
+    }
+    o->*field = b;
+    return absl::OkStatus();
+  };
+}
+
+std::vector<std::string> SplitList(const std::string& v) {
+  std::vector<std::string> out;
+  for (absl::string_view item : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
+    out.emplace_back(absl::StripAsciiWhitespace(item));
+  }
+  return out;
+}
+
+absl::Status SetPreload(const std::string& v, ServerOptions* o) {
+  o->preload.clear();
+  for (const std::string& item : SplitList(v)) {
+    std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
+      return Bad("preload", v, absl::StrFormat("item '%s' is not id=path", item));
+    }
+    o->preload.push_back({std::string(absl::StripAsciiWhitespace(kv[0])),
+                          std::string(absl::StripAsciiWhitespace(kv[1]))});
+  }
+  return absl::OkStatus();
+}
+
+const std::map<std::string, Setter>& Setters() {
+  static const auto* m = new std::map<std::string, Setter>{
+      {"model", Str(&ServerOptions::model)},
+      {"adapter_roots",
+       [](const std::string& v, ServerOptions* o) {
+         o->adapter_roots = SplitList(v);
+         return absl::OkStatus();
+       }},
+      {"preload", SetPreload},
+      {"host", Str(&ServerOptions::host)},
+      {"port", Int("port", &ServerOptions::port, 0, 65535)},
+      {"admin_host", Str(&ServerOptions::admin_host)},
+      {"admin_port", Int("admin_port", &ServerOptions::admin_port, 0, 65535)},
+      {"metrics_host", Str(&ServerOptions::metrics_host)},
+      {"metrics_port", Int("metrics_port", &ServerOptions::metrics_port, 0, 65535)},
+      {"max_batch_tokens",
+       Int("max_batch_tokens", &ServerOptions::max_batch_tokens, 1, 1 << 20)},
+      {"max_running", Int("max_running", &ServerOptions::max_running, 1, 1 << 16)},
+      {"max_queued", Int("max_queued", &ServerOptions::max_queued, 0, 1 << 24)},
+      {"kv_bytes", Int("kv_bytes", &ServerOptions::kv_bytes, 1, int64_t{1} << 50)},
+      {"kv_page_size", Int("kv_page_size", &ServerOptions::kv_page_size, 1, 4096)},
+      {"adapter_bytes",
+       Int("adapter_bytes", &ServerOptions::adapter_bytes, 1, int64_t{1} << 50)},
+      {"max_context", Int("max_context", &ServerOptions::max_context, 0, 1 << 24)},
+      {"threads", Int("threads", &ServerOptions::threads, 0, 4096)},
+      {"policy",
+       [](const std::string& v, ServerOptions* o) {
+         if (v != "fcfs" && v != "fair") return Bad("policy", v, "must be fcfs or fair");
+         o->policy = v;
+         return absl::OkStatus();
+       }},
+      {"tls_cert", Str(&ServerOptions::tls_cert)},
+      {"tls_key", Str(&ServerOptions::tls_key)},
+      {"tls_client_ca", Str(&ServerOptions::tls_client_ca)},
+      {"admin_token_file", Str(&ServerOptions::admin_token_file)},
+      {"on_demand_adapters", Bool("on_demand_adapters", &ServerOptions::on_demand_adapters)},
+      {"shutdown_grace",
+       [](const std::string& v, ServerOptions* o) {
+         absl::Duration d;
+         if (!absl::ParseDuration(absl::StripAsciiWhitespace(v), &d) ||
+             d < absl::ZeroDuration()) {
+           return Bad("shutdown_grace", v, "not a non-negative duration such as 30s");
+         }
+         o->shutdown_grace = d;
+         return absl::OkStatus();
+       }},
+      {"log_level",
+       [](const std::string& v, ServerOptions* o) {
+         static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+         for (const char* l : kLevels) {
+           if (v == l) {
+             o->log_level = v;
+             return absl::OkStatus();
+           }
+         }
+         return Bad("log_level", v, "must be trace, debug, info, warn, error or off");
+       }},
+  };
+  return *m;
+}
+
+// A JSON value as the text a flag would carry.
+absl::StatusOr<std::string> JsonToSetting(const std::string& key, const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return std::string(v.get<bool>() ? "true" : "false");
+  if (v.is_number_integer() || v.is_number_unsigned()) return v.dump();
+  if (v.is_array()) {
+    std::vector<std::string> items;
+    for (const auto& e : v) {
+      if (!e.is_string()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("config key '%s': array items must be strings", key));
+      }
+      items.push_back(e.get<std::string>());
+    }
+    return absl::StrJoin(items, ",");
+  }
+  if (v.is_object() && key == "preload") {
+    std::vector<std::string> items;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!it.value().is_string()) {
+        return absl::InvalidArgumentError("config key 'preload': values must be paths");
+      }
+      items.push_back(it.key() + "=" + it.value().get<std::string>());
+    }
+    return absl::StrJoin(items, ",");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("config key '%s' has an unsupported value %s", key, v.dump()));
+}
+
+}  // namespace
+
+const std::vector<std::string>& SettingNames() {
+  static const auto* names = [] {
+    auto* v = new std::vector<std::string>();
+    for (const auto& [k, unused] : Setters()) v->push_back(k);
+    return v;
+  }();
+  return *names;
+}
+
+absl::Status ApplySetting(const std::string& name, const std::string& value,
+                          ServerOptions* options) {
+  auto it = Setters().find(name);
+  if (it == Setters().end()) {
+    return absl::InvalidArgumentError(absl::StrFormat("unknown setting '%s'", name));
+  }
+  return it->second(value, options);
+}
+
+absl::Status ApplyConfigJson(const std::string& json_text, ServerOptions* options) {
+  nlohmann::json doc = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return absl::InvalidArgumentError("config file is not a JSON object");
+  }
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    absl::StatusOr<std::string> v = JsonToSetting(it.key(), it.value());
+    if (!v.ok()) return v.status();
+    if (absl::Status s = ApplySetting(it.key(), *v, options); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("config file: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyConfigFile(const std::string& path, ServerOptions* options) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrFormat("cannot read config file '%s'", path));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  absl::Status s = ApplyConfigJson(ss.str(), options);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  return s;
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" ||
+         absl::StartsWith(host, "127.");
+}
+
+absl::Status ServerOptions::Validate() const {
+  if (tls_cert.empty() != tls_key.empty()) {
+    return absl::InvalidArgumentError("tls_cert and tls_key must be given together");
+  }
+  if (!tls_client_ca.empty() && tls_cert.empty()) {
+    return absl::InvalidArgumentError("tls_client_ca (mTLS) requires tls_cert and tls_key");
+  }
+  if (!IsLoopbackHost(admin_host) && admin_token_file.empty() && tls_client_ca.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "admin_host = '%s' is not loopback: an admin_token_file or mTLS (tls_client_ca) "
+        "is required",
+        admin_host));
+  }
+  if (port != 0 && port == admin_port && host == admin_host) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("port and admin_port are both %d on %s", port, host));
+  }
+  for (const PreloadAdapter& p : preload) {
+    if (p.id.empty() || p.source.empty()) {
+      return absl::InvalidArgumentError("preload items must be id=path");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace loom

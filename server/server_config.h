@@ -1,0 +1,79 @@
+// ServerOptions: everything loomd is configured with, and how settings are applied.
+//
+// A setting is a (name, text value) pair whose name is the flag's name; the optional JSON
+// config file (--config) holds an object whose keys are the same names (values: strings,
+// numbers, booleans; adapter_roots and preload also as arrays, preload also as an object
+// {"id": "path"}). loomd applies the config file first, then every flag given on the
+// command line, so flags override the file.
+#ifndef LOOM_SERVER_SERVER_CONFIG_H_
+#define LOOM_SERVER_SERVER_CONFIG_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace loom {
+
+struct PreloadAdapter {
+  std::string id;
+  std::string source;  // resolved against the adapter roots at start
+};
+
+struct ServerOptions {
+  std::string model;                      // "" = DefaultModelPath()
+  std::vector<std::string> adapter_roots;
+  std::vector<PreloadAdapter> preload;    // loaded (and pinned) at start
+  std::string host = "127.0.0.1";
+  int port = 50051;
+  std::string admin_host = "127.0.0.1";
+  int admin_port = 50052;
+  std::string metrics_host = "127.0.0.1";
+  int metrics_port = 9400;                // 0 = no HTTP endpoint
+  int max_batch_tokens = 512;
+  int max_running = 64;
+  int max_queued = 1024;
+  size_t kv_bytes = size_t{512} << 20;
+  int kv_page_size = 16;
+  size_t adapter_bytes = size_t{1} << 30;  // host-memory budget for adapter weights
+  int max_context = 0;                    // 0 = the model's; else min(model's, this)
+  int threads = 0;                        // 0 = all hardware threads
+  std::string policy = "fcfs";            // "fcfs" | "fair"
+  std::string tls_cert;                   // PEM; with tls_key enables TLS on both ports
+  std::string tls_key;
+  std::string tls_client_ca;              // PEM; requires client certificates (mTLS)
+  std::string admin_token_file;
+  bool on_demand_adapters = true;         // load unknown ids found under a root
+  absl::Duration shutdown_grace = absl::Seconds(30);
+  std::string log_level = "info";
+
+  // Cross-field checks (ports, limits, TLS pairs, policy). InvalidArgument naming the
+  // setting.
+  absl::Status Validate() const;
+};
+
+// Names of every setting (the flag names), for the JSON keys and for loomd's flag loop.
+const std::vector<std::string>& SettingNames();
+
+// Applies one setting; InvalidArgument naming the setting and the value when the name is
+// unknown or the value does not parse. Lists ("adapter_roots", "preload") are
+// comma-separated; preload items are "id=path". Durations are absl durations ("30s").
+absl::Status ApplySetting(const std::string& name, const std::string& value,
+                          ServerOptions* options);
+
+// Applies a JSON config document (see the file comment); InvalidArgument on bad JSON,
+// an unknown key or a bad value.
+absl::Status ApplyConfigJson(const std::string& json_text, ServerOptions* options);
+// Reads `path` and applies it; NotFound when it cannot be read.
+absl::Status ApplyConfigFile(const std::string& path, ServerOptions* options);
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool IsLoopbackHost(const std::string& host);
+
+}  // namespace loom
+
+#endif  // LOOM_SERVER_SERVER_CONFIG_H_

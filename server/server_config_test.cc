@@ -1,0 +1,124 @@
+#include "server/server_config.h"
+
+#include <cstdlib>
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace loom {
+namespace {
+
+TEST(ServerConfigTest, DefaultsServeLoopbackOnTheDocumentedPorts) {
+  ServerOptions o;
+  EXPECT_EQ(o.host, "127.0.0.1");
+  EXPECT_EQ(o.port, 50051);
+  EXPECT_EQ(o.admin_host, "127.0.0.1");
+  EXPECT_EQ(o.admin_port, 50052);
+  EXPECT_EQ(o.metrics_port, 9400);
+  EXPECT_TRUE(o.on_demand_adapters);
+  EXPECT_TRUE(o.Validate().ok());
+}
+
+TEST(ServerConfigTest, SettingsParse) {
+  ServerOptions o;
+  ASSERT_TRUE(ApplySetting("port", "6000", &o).ok());
+  ASSERT_TRUE(ApplySetting("adapter_roots", "/a, /b", &o).ok());
+  ASSERT_TRUE(ApplySetting("preload", "x=/a/x,y=rel/y", &o).ok());
+  ASSERT_TRUE(ApplySetting("on_demand_adapters", "false", &o).ok());
+  ASSERT_TRUE(ApplySetting("shutdown_grace", "2.5s", &o).ok());
+  ASSERT_TRUE(ApplySetting("kv_bytes", "1048576", &o).ok());
+  ASSERT_TRUE(ApplySetting("policy", "fair", &o).ok());
+  EXPECT_EQ(o.port, 6000);
+  EXPECT_EQ(o.adapter_roots, (std::vector<std::string>{"/a", "/b"}));
+  ASSERT_EQ(o.preload.size(), 2u);
+  EXPECT_EQ(o.preload[0].id, "x");
+  EXPECT_EQ(o.preload[0].source, "/a/x");
+  EXPECT_EQ(o.preload[1].source, "rel/y");
+  EXPECT_FALSE(o.on_demand_adapters);
+  EXPECT_EQ(o.shutdown_grace, absl::Milliseconds(2500));
+  EXPECT_EQ(o.kv_bytes, size_t{1} << 20);
+  EXPECT_EQ(o.policy, "fair");
+}
+
+TEST(ServerConfigTest, BadValuesNameTheSetting) {
+  ServerOptions o;
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"port", "70000"}, {"port", "abc"}, {"max_running", "0"}, {"policy", "lifo"},
+           {"preload", "noequals"}, {"shutdown_grace", "-1s"}, {"on_demand_adapters", "maybe"}}) {
+    absl::Status s = ApplySetting(k, v, &o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << k << "=" << v;
+    EXPECT_NE(s.message().find(k), std::string::npos) << s;
+  }
+  EXPECT_EQ(ApplySetting("nope", "1", &o).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(o.port, 50051);  // failed settings change nothing
+}
+
+TEST(ServerConfigTest, JsonKeysMirrorTheFlags) {
+  ServerOptions o;
+  ASSERT_TRUE(ApplyConfigJson(R"({"port": 7000, "adapter_roots": ["/r1", "/r2"],
+                                  "preload": {"a": "a_dir", "b": "b.gguf"},
+                                  "on_demand_adapters": false, "model": "/m.gguf",
+                                  "shutdown_grace": "5s"})",
+                              &o)
+                  .ok());
+  EXPECT_EQ(o.port, 7000);
+  EXPECT_EQ(o.adapter_roots, (std::vector<std::string>{"/r1", "/r2"}));
+  ASSERT_EQ(o.preload.size(), 2u);
+  EXPECT_EQ(o.preload[1].id, "b");
+  EXPECT_EQ(o.preload[1].source, "b.gguf");
+  EXPECT_FALSE(o.on_demand_adapters);
+  EXPECT_EQ(o.model, "/m.gguf");
+  EXPECT_EQ(o.shutdown_grace, absl::Seconds(5));
+  // Every JSON key is a setting name, and every setting name is accepted as a key.
+  for (const std::string& name : SettingNames()) {
+    EXPECT_NE(ApplySetting(name, "", &o).message().find("unknown"), 0u) << name;
+  }
+}
+
+TEST(ServerConfigTest, BadJson) {
+  ServerOptions o;
+  EXPECT_EQ(ApplyConfigJson("{", &o).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplyConfigJson("[1]", &o).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplyConfigJson(R"({"bogus": 1})", &o).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplyConfigJson(R"({"port": "x"})", &o).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplyConfigJson(R"({"port": 1.5})", &o).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplyConfigFile("/nonexistent/loomd.json", &o).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(ServerConfigTest, ConfigFileThenFlagsOverride) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/loomd.json";
+  std::ofstream(path) << R"({"port": 7001, "max_queued": 3})";
+  ServerOptions o;
+  ASSERT_TRUE(ApplyConfigFile(path, &o).ok());
+  ASSERT_TRUE(ApplySetting("port", "7002", &o).ok());  // as loomd does for given flags
+  EXPECT_EQ(o.port, 7002);
+  EXPECT_EQ(o.max_queued, 3);
+}
+
+TEST(ServerConfigTest, AdminOffLoopbackNeedsATokenOrMtls) {
+  ServerOptions o;
+  o.admin_host = "0.0.0.0";
+  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
+  o.admin_token_file = "/etc/loom/token";
+  EXPECT_TRUE(o.Validate().ok());
+  EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
+  EXPECT_TRUE(IsLoopbackHost("localhost"));
+  EXPECT_TRUE(IsLoopbackHost("::1"));
+  EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
+  EXPECT_FALSE(IsLoopbackHost("10.0.0.1"));
+}
+
+TEST(ServerConfigTest, TlsFilesComeInPairs) {
+  ServerOptions o;
+  o.tls_cert = "c.pem";
+  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
+  o.tls_key = "k.pem";
+  EXPECT_TRUE(o.Validate().ok());
+  ServerOptions m;
+  m.tls_client_ca = "ca.pem";
+  EXPECT_EQ(m.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,56 @@
+#include "server/serving_model.h"
+
+#include <filesystem>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/sgmv/cpu_lora_ops.h"
+#include "models/weights/model_source.h"
+
+namespace loom {
+namespace {
+
+// "SmolLM2-135M-Instruct" for ".../SmolLM2-135M-Instruct.Q4_1.gguf" or an HF directory
+// ".../SmolLM2-135M-Instruct/": the file or directory name without ".gguf" and without a
+// trailing quantisation suffix (".Q4_1", ".F16", ".BF16", ".IQ4_XS", ...).
+std::string ModelId(const std::string& path) {
+  std::filesystem::path p(path);
+  if (!p.has_filename()) p = p.parent_path();
+  std::string name = p.filename().string();
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) {
+    name.resize(name.size() - 5);
+  }
+  const size_t dot = name.rfind('.');
+  if (dot != std::string::npos && dot + 1 < name.size()) {
+    const std::string suffix = name.substr(dot + 1);
+    const bool quant = suffix[0] == 'Q' || suffix[0] == 'F' || suffix.rfind("BF", 0) == 0 ||
+                       suffix.rfind("IQ", 0) == 0;
+    if (quant) name.resize(dot);
+  }
+  return name.empty() ? std::string("model") : name;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ServingModel>> ServingModel::Load(const std::string& path,
+                                                                 int threads) {
+  auto m = std::make_unique<ServingModel>();
+  absl::StatusOr<std::unique_ptr<ModelSource>> source = ModelSource::Open(path);
+  if (!source.ok()) return source.status();
+  m->vocab = (*source)->vocabulary();
+  m->name = ModelId(path);
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::Create(m->vocab);
+  if (!tok.ok()) return tok.status();
+  m->tokenizer = *std::move(tok);
+  absl::StatusOr<ChatTemplate> chat = ChatTemplate::ChatML(*m->tokenizer, m->vocab);
+  if (chat.ok()) m->chat.emplace(*std::move(chat));
+  m->backend = kernels::CreateCpuBackend(threads);
+  m->lora_pool = std::make_unique<kernels::ThreadPool>(threads);
+  m->lora_ops = kernels::CreateCpuLoraOps(m->lora_pool.get());
+  absl::StatusOr<std::unique_ptr<LlamaModel>> model =
+      LlamaModel::Create(*std::move(source), m->backend.get(), m->lora_ops.get());
+  if (!model.ok()) return model.status();
+  m->model = *std::move(model);
+  return m;
+}
+
+}  // namespace loom

@@ -1,0 +1,40 @@
+// ServingModel: the base model loomd serves and everything built from its file: the CPU
+// backend and LoRA kernels, the tokenizer and chat template, and the Llama model. Loaded
+// once at start; immutable and thread-safe to read afterwards.
+#ifndef LOOM_SERVER_SERVING_MODEL_H_
+#define LOOM_SERVER_SERVING_MODEL_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/lora_ops.h"
+#include "models/llama/llama_model.h"
+#include "models/tokenizer/chat_template.h"
+#include "models/tokenizer/tokenizer.h"
+#include "models/tokenizer/vocabulary.h"
+
+namespace loom {
+
+struct ServingModel {
+  // `path`: GGUF file or HF directory. `threads`: kernel threads (0 = all hardware
+  // threads). Errors of ModelSource::Open / Tokenizer::Create / LlamaModel::Create.
+  static absl::StatusOr<std::unique_ptr<ServingModel>> Load(const std::string& path,
+                                                            int threads);
+
+  std::string name;  // the base model's id (config name, else the file's stem)
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<kernels::ThreadPool> lora_pool;
+  std::unique_ptr<kernels::LoraOps> lora_ops;
+  Vocabulary vocab;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::optional<ChatTemplate> chat;  // absent when the vocabulary has no ChatML markers
+  std::unique_ptr<LlamaModel> model;
+};
+
+}  // namespace loom
+
+#endif  // LOOM_SERVER_SERVING_MODEL_H_
