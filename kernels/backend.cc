@@ -4,8 +4,10 @@
 
 namespace loom::kernels {
 
-// Matches ggml's quantize_row_q8_1_ref: d = amax / 127, q = roundf(x * (1 / d)) (round half
-// away from zero), s = d * sum(q). Optimised backends reproduce this bit for bit.
+// Matches ggml-cpu's x86 quantize_row_q8_1 (what llama.cpp runs on these machines):
+// d = amax / 127, q = round-half-to-even(x * (127 / amax)), and the stored d and
+// s = d * sum(q) are rounded to FP16 (block_q8_1 holds them as halves). Optimised backends
+// reproduce this bit for bit.
 void QuantizeRowQ8(const float* x, int k, BlockQ8Act* out) {
   for (int b = 0; b < k / 32; ++b) {
     const float* xb = x + b * 32;
@@ -15,15 +17,15 @@ void QuantizeRowQ8(const float* x, int k, BlockQ8Act* out) {
       if (a > amax) amax = a;
     }
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int sum = 0;
     for (int j = 0; j < 32; ++j) {
-      const int q = static_cast<int>(std::round(xb[j] * id));
+      const int q = static_cast<int>(std::nearbyint(xb[j] * id));
       out[b].qs[j] = static_cast<int8_t>(q);
       sum += q;
     }
-    out[b].d = d;
-    out[b].s = static_cast<float>(sum) * d;
+    out[b].d = Fp16ToFp32(Fp32ToFp16(d));
+    out[b].s = Fp16ToFp32(Fp32ToFp16(d * static_cast<float>(sum)));
   }
 }
 
