@@ -79,6 +79,10 @@ absl::StatusOr<std::vector<GenerationResult>> Generator::Run(
             absl::StrFormat("request %d: token id %d outside vocabulary", i, t));
       }
     }
+    if (r.adapter != nullptr && model_->lora_ops() == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("request %d names an adapter but the model has no LoRA kernels", i));
+    }
     absl::StatusOr<Sampler> s = Sampler::Create(r.sampling);
     if (!s.ok()) return s.status();
     std::vector<int32_t> stop_ids;
@@ -134,6 +138,7 @@ absl::StatusOr<std::vector<GenerationResult>> Generator::Run(
       c.start_pos = a.in_cache;
       c.tokens = {*a.pending};
       c.logits = SequenceChunk::Logits::kLast;
+      c.adapter = requests[a.index].adapter;
       chunks.push_back(std::move(c));
       chunk_owner.push_back(&a);
       --budget;
@@ -148,6 +153,7 @@ absl::StatusOr<std::vector<GenerationResult>> Generator::Run(
       c.tokens.assign(a.history.begin() + a.in_cache, a.history.begin() + a.in_cache + n);
       c.logits = a.in_cache + n == a.prompt_len ? SequenceChunk::Logits::kLast
                                                 : SequenceChunk::Logits::kNone;
+      c.adapter = requests[a.index].adapter;
       chunks.push_back(std::move(c));
       chunk_owner.push_back(&a);
       budget -= n;

@@ -27,6 +27,8 @@ struct GenerationRequest {
   std::vector<std::string> stop_strings;
   int max_tokens = 256;
   bool stop_at_end_of_generation = true;  // eos / <|im_end|> end the request
+  // LoRA adapter of this request (nullptr: base model); must outlive Run().
+  const AdapterWeights* adapter = nullptr;
 };
 
 struct GenerationResult {

@@ -4,6 +4,10 @@
 
 #include "absl/strings/str_format.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/sgmv/cpu_lora_ops.h"
+#include "kernels/cpu/thread_pool.h"
+#include "models/lora/adapter_loader.h"
+#include "scheduler/engine/lora_adapter_weights.h"
 #include "models/default_model.h"
 #include "models/generation/generator.h"
 #include "models/llama/llama_model.h"
@@ -18,7 +22,8 @@ const char kGenerateUsage[] =
     "usage: loom generate [--model PATH] [--chat] [--max-tokens N] [--temperature T]\n"
     "                     [--top-p P] [--top-k K] [--min-p M] [--repeat-penalty R]\n"
     "                     [--seed S] [--stop STR] [--threads N]\n"
-    "                     [--system TEXT | --default-system] PROMPT\n"
+    "                     [--system TEXT | --default-system] [--adapter PATH] PROMPT\n"
+    "  --adapter: a PEFT LoRA directory or a llama.cpp GGUF-LoRA file.\n"
     "  --chat renders PROMPT as a ChatML user turn (no system line unless --system TEXT,\n"
     "  or --default-system for the model's own default line).\n";
 
@@ -39,7 +44,7 @@ namespace {
 
 absl::Status RunGenerate(const std::vector<std::string>& args) {
   const FlagSpec spec{{"model", "max_tokens", "temperature", "top_p", "top_k", "min_p",
-                       "repeat_penalty", "seed", "stop", "threads", "system"},
+                       "repeat_penalty", "seed", "stop", "threads", "system", "adapter"},
                       {"chat", "default_system", "help"}};
   LOOM_ASSIGN_OR_RETURN(flags, CliArgs::Parse(args, spec));
   if (flags.Has("help")) {
@@ -80,7 +85,19 @@ absl::Status RunGenerate(const std::vector<std::string>& args) {
   const Vocabulary vocab = source->vocabulary();
   LOOM_ASSIGN_OR_RETURN(tokenizer, Tokenizer::Create(vocab));
   std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackend(threads);
-  LOOM_ASSIGN_OR_RETURN(model, LlamaModel::Create(std::move(source), backend.get()));
+  kernels::ThreadPool lora_pool(threads);
+  std::unique_ptr<kernels::LoraOps> lora_ops = kernels::CreateCpuLoraOps(&lora_pool);
+  std::unique_ptr<LoraAdapter> adapter;
+  std::unique_ptr<LoraAdapterWeights> adapter_view;
+  if (flags.Has("adapter")) {
+    LOOM_ASSIGN_OR_RETURN(loaded, LoadAdapter(flags.GetString("adapter", ""), source->config(),
+                                              AdapterLimits()));
+    adapter = std::move(loaded);
+    adapter_view = std::make_unique<LoraAdapterWeights>(adapter.get());
+    req.adapter = adapter_view.get();
+  }
+  LOOM_ASSIGN_OR_RETURN(model,
+                        LlamaModel::Create(std::move(source), backend.get(), lora_ops.get()));
 
   if (flags.Has("chat")) {
     LOOM_ASSIGN_OR_RETURN(model_chat, ChatTemplate::ChatML(*tokenizer, vocab));
