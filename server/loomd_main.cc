@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
@@ -25,6 +26,7 @@
 #include "models/default_model.h"
 #include "server/admin_service.h"
 #include "server/adapter_manager.h"
+#include "server/engine_state_publisher.h"
 #include "server/inference_service.h"
 #include "server/metrics/http_endpoint.h"
 #include "server/metrics/server_metrics.h"
@@ -193,10 +195,13 @@ absl::Status Serve(const ServerOptions& o) {
     absl::StatusOr<AdapterInfo> info = adapters.Load(p.id, p.source, /*pin=*/false);
     if (!info.ok()) spdlog::error("event=preload_failed id={} error=\"{}\"", p.id, std::string(info.status().message()));
   }
+  EngineStatePublisher publisher(metrics.observer());
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(
-      (*model)->model.get(), (*model)->tokenizer.get(), &store, metrics.observer(),
+      (*model)->model.get(), (*model)->tokenizer.get(), &store, &publisher,
       ToEngineOptions(o));
   if (!engine.ok()) return engine.status();
+  publisher.Start(engine->get());
+  absl::Cleanup stop_publisher = [&publisher] { publisher.Stop(); };  // before the engine
   BearerAuth auth;
   if (!o.admin_token_file.empty()) {
     absl::StatusOr<BearerAuth> a = BearerAuth::FromFile(o.admin_token_file);
@@ -237,6 +242,7 @@ absl::Status Serve(const ServerOptions& o) {
   stopper.join();
   (*admin_server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   http.Stop();
+  std::move(stop_publisher).Invoke();
   engine->reset();
   spdlog::info("event=stopped");
   return absl::OkStatus();
