@@ -228,6 +228,40 @@ TEST_F(AdminE2eTest, QueueFullAndOnDemandOffFromAConfigFile) {
   EXPECT_EQ(d.Stop(), 0) << d.Log();
 }
 
+TEST_F(AdminE2eTest, TokenizeAgreesWithGenerate) {
+  auto loomd = LoomdProcess::Start({});
+  ASSERT_TRUE(loomd.ok()) << loomd.status();
+  std::unique_ptr<LoomClient> c = (*loomd)->Client();
+  // A text prompt and its Tokenize ids as a token_ids prompt generate the same output.
+  absl::StatusOr<std::vector<int32_t>> ids = c->TokenizeText("The capital of France is");
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_FALSE(ids->empty());
+  v1::GenerateRequest by_ids = Request("", 8);
+  by_ids.mutable_token_ids()->mutable_ids()->Add(ids->begin(), ids->end());
+  absl::StatusOr<GenerateResult> a = c->GenerateAll(Request("", 8));
+  absl::StatusOr<GenerateResult> b = c->GenerateAll(by_ids);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->token_ids, b->token_ids);
+  EXPECT_EQ(a->usage.prompt_tokens(), static_cast<int>(ids->size()));
+  // Chat: the template's markers are in the ids; the pieces concatenate to the text.
+  v1::TokenizeRequest chat;
+  v1::ChatMessage* m = chat.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content("Hi");
+  chat.set_return_pieces(true);
+  absl::StatusOr<v1::TokenizeResponse> t = c->Tokenize(chat);
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::string joined;
+  for (const std::string& p : t->pieces()) joined += p;
+  EXPECT_NE(joined.find("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"),
+            std::string::npos)
+      << joined;
+  v1::ChatMessage* bad = chat.mutable_chat()->add_messages();
+  bad->set_role("wizard");
+  EXPECT_EQ(c->Tokenize(chat).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*loomd)->Stop(), 0) << (*loomd)->Log();
+}
+
 TEST_F(AdminE2eTest, AdminOffLoopbackWithoutATokenRefusesToStart) {
   auto loomd = LoomdProcess::Start({"--admin_host=0.0.0.0"}, absl::Seconds(30));
   ASSERT_FALSE(loomd.ok());
