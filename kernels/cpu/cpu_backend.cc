@@ -29,7 +29,10 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 class CpuBackend final : public Backend {
  public:
   CpuBackend(int n_threads, CpuIsa isa)
-      : pool_(n_threads), k_(TableFor(isa)),
+      : owned_pool_(std::make_unique<ThreadPool>(n_threads)), pool_(*owned_pool_),
+        k_(TableFor(isa)), name_(std::string("cpu-") + std::string(CpuIsaName(isa))) {}
+  CpuBackend(ThreadPool* shared_pool, CpuIsa isa)
+      : pool_(*shared_pool), k_(TableFor(isa)),
         name_(std::string("cpu-") + std::string(CpuIsaName(isa))) {}
 
   std::string_view name() const override { return name_; }
@@ -186,7 +189,8 @@ class CpuBackend final : public Backend {
     return rope_.data();
   }
 
-  ThreadPool pool_;
+  std::unique_ptr<ThreadPool> owned_pool_;  // null when the pool is shared
+  ThreadPool& pool_;
   const KernelTable* k_;
   std::string name_;
   std::vector<float> rope_;
@@ -204,6 +208,10 @@ std::unique_ptr<Backend> CreateCpuBackendWithIsa(int n_threads, CpuIsa isa) {
 
 std::unique_ptr<Backend> CreateCpuBackend(int n_threads) {
   return CreateCpuBackendWithIsa(n_threads, BestCpuIsa());
+}
+
+std::unique_ptr<Backend> CreateCpuBackendOnPool(ThreadPool* pool) {
+  return std::make_unique<CpuBackend>(pool, BestCpuIsa());
 }
 
 }  // namespace loom::kernels

@@ -13,12 +13,18 @@
 #include <memory>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/cpu_isa.h"
 
 namespace loom::kernels {
 
 // n_threads: total threads including the caller; 0 = all hardware threads.
 std::unique_ptr<Backend> CreateCpuBackend(int n_threads);
+
+// The same on a caller-owned pool (not owned; must outlive the backend). Share one pool
+// between the backend and the LoRA kernels (CreateCpuLoraOps): two pools on the same cores
+// make their spinning workers steal each other's time.
+std::unique_ptr<Backend> CreateCpuBackendOnPool(ThreadPool* pool);
 
 // The same with a forced ISA level (tests, benchmarks); nullptr if !CpuSupports(isa).
 std::unique_ptr<Backend> CreateCpuBackendWithIsa(int n_threads, CpuIsa isa);

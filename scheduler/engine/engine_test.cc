@@ -49,8 +49,8 @@ struct Collector {
 class EngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    backend_ = kernels::CreateCpuBackend(2).release();
     pool_ = new kernels::ThreadPool(2);
+    backend_ = kernels::CreateCpuBackendOnPool(pool_).release();
     lora_ = kernels::CreateCpuLoraOps(pool_).release();
     auto src = ModelSource::Open(testing::DefaultModelPath());
     ASSERT_TRUE(src.ok()) << src.status();

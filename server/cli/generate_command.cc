@@ -84,9 +84,9 @@ absl::Status RunGenerate(const std::vector<std::string>& args) {
   LOOM_ASSIGN_OR_RETURN(source, ModelSource::Open(model_path));
   const Vocabulary vocab = source->vocabulary();
   LOOM_ASSIGN_OR_RETURN(tokenizer, Tokenizer::Create(vocab));
-  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackend(threads);
-  kernels::ThreadPool lora_pool(threads);
-  std::unique_ptr<kernels::LoraOps> lora_ops = kernels::CreateCpuLoraOps(&lora_pool);
+  kernels::ThreadPool pool(threads);  // shared by the dense and the LoRA kernels
+  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackendOnPool(&pool);
+  std::unique_ptr<kernels::LoraOps> lora_ops = kernels::CreateCpuLoraOps(&pool);
   std::unique_ptr<LoraAdapter> adapter;
   std::unique_ptr<LoraAdapterWeights> adapter_view;
   if (flags.Has("adapter")) {
