@@ -43,9 +43,9 @@ absl::StatusOr<std::unique_ptr<ServingModel>> ServingModel::Load(const std::stri
   m->tokenizer = *std::move(tok);
   absl::StatusOr<ChatTemplate> chat = ChatTemplate::ChatML(*m->tokenizer, m->vocab);
   if (chat.ok()) m->chat.emplace(*std::move(chat));
-  m->backend = kernels::CreateCpuBackend(threads);
-  m->lora_pool = std::make_unique<kernels::ThreadPool>(threads);
-  m->lora_ops = kernels::CreateCpuLoraOps(m->lora_pool.get());
+  m->pool = std::make_unique<kernels::ThreadPool>(threads);
+  m->backend = kernels::CreateCpuBackendOnPool(m->pool.get());
+  m->lora_ops = kernels::CreateCpuLoraOps(m->pool.get());
   absl::StatusOr<std::unique_ptr<LlamaModel>> model =
       LlamaModel::Create(*std::move(source), m->backend.get(), m->lora_ops.get());
   if (!model.ok()) return model.status();

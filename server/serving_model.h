@@ -26,8 +26,9 @@ struct ServingModel {
                                                             int threads);
 
   std::string name;  // the base model's id (config name, else the file's stem)
+  // One pool shared by the dense and LoRA kernels (declared first: destroyed last).
+  std::unique_ptr<kernels::ThreadPool> pool;
   std::unique_ptr<kernels::Backend> backend;
-  std::unique_ptr<kernels::ThreadPool> lora_pool;
   std::unique_ptr<kernels::LoraOps> lora_ops;
   Vocabulary vocab;
   std::unique_ptr<Tokenizer> tokenizer;
