@@ -40,6 +40,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "models/testing/dequantized_model.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/sgmv/cpu_lora_ops.h"
 #include "kernels/cpu/thread_pool.h"
@@ -64,28 +65,7 @@ int64_t ConverterHfRow(int64_t g, int64_t d) {
 
 bool IsQk(LoraTarget t) { return t == LoraTarget::kQ || t == LoraTarget::kK; }
 
-// Every tensor of `q` dequantized to F32 in owned buffers.
-std::unique_ptr<ModelSource> DequantizedCopy(const ModelSource& q) {
-  auto s = std::make_unique<ModelSource>();
-  s->path_ = q.path() + " (dequantized to F32)";
-  s->config_ = q.config();
-  s->vocab_ = q.vocabulary();
-  for (const auto& [name, t] : q.tensors()) {
-    const int64_t rows = t.rows(), cols = t.cols();
-    std::vector<uint8_t> buf(static_cast<size_t>(rows * cols) * sizeof(float));
-    for (int64_t r = 0; r < rows; ++r) {
-      DequantizeRow(t.dtype, t.data + r * t.row_bytes(),
-                    reinterpret_cast<float*>(buf.data()) + r * cols, cols);
-    }
-    WeightTensor w = t;
-    w.dtype = DType::kF32;
-    w.data = buf.data();
-    w.nbytes = buf.size();
-    s->owned_.push_back(std::move(buf));
-    s->tensors_[name] = w;
-  }
-  return s;
-}
+using testing::DequantizedCopy;
 
 std::string TensorName(int layer, LoraTarget t) {
   return absl::StrCat("blk.", layer, ".", GgufTensorStem(t), ".weight");
