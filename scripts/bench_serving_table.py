@@ -4,7 +4,8 @@
   bench_serving_table.py SYSTEM=report.json [SYSTEM=report.json ...]
 
 One row per report: system, workload, rate (req/s), completed / sent, throughput (output
-tok/s), TTFT p50/p90/p99 (ms), ITL p50/p90/p99 (ms), errors (by gRPC code) and dropped.
+tok/s), TTFT p50/p90/p99 (ms), ITL p50/p90/p99 (ms), errors (by gRPC code) and dropped. Latencies are over completed requests only
+(n/a when none completed).
 """
 import json
 import sys
@@ -29,6 +30,12 @@ def main(argv):
             continue
         c = r["config"]
         t, i = r["ttft_ms"], r["itl_ms"]
+
+        def pct(d):  # loom-bench summarizes completed requests only
+            if not d.get("count"):
+                return "n/a"
+            return f"{fmt_ms(d['p50'])} / {fmt_ms(d['p90'])} / {fmt_ms(d['p99'])}"
+
         errs = ", ".join(f"{k} x{v}" for k, v in sorted(r.get("errors_by_code", {}).items()))
         extra = []
         if r.get("dropped"):
@@ -38,8 +45,7 @@ def main(argv):
         errors = "; ".join(x for x in [errs or str(r["errors"])] + extra if x)
         print(f"| {system} | {c['workload']} | {c['rate']:g} | {r['completed']} / {r['sent']} | "
               f"{r['throughput']['output_tokens_per_s']:.1f} | "
-              f"{fmt_ms(t['p50'])} / {fmt_ms(t['p90'])} / {fmt_ms(t['p99'])} | "
-              f"{fmt_ms(i['p50'])} / {fmt_ms(i['p90'])} / {fmt_ms(i['p99'])} | {errors} |")
+              f"{pct(t)} | {pct(i)} | {errors} |")
     return 0
 
 
