@@ -81,8 +81,8 @@
 ABSL_FLAG(std::string, model, "", "GGUF file or HF directory (default: the default model)");
 ABSL_FLAG(int, threads, 2, "CPU threads (backend, LoRA pool, bandwidth probe)");
 ABSL_FLAG(int, lora_threads, -1,
-          "threads of the LoRA ops' own pool (-1: --threads, as the server does; 0 or 1: "
-          "no pool, LoRA runs on the calling thread)");
+          "-1: the LoRA ops share the backend's pool (as loomd and loom generate do); "
+          "0 or 1: LoRA runs on the calling thread; N > 1: a separate pool of N threads");
 ABSL_FLAG(int, batch, 32, "concurrent sequences (and adapters created)");
 ABSL_FLAG(int, prompt_len, 32, "prompt tokens per sequence");
 ABSL_FLAG(int, decode_steps, 32, "timed decode steps per run");
@@ -585,14 +585,17 @@ absl::Status Main() {
   absl::StatusOr<double> bw_before = MeasureReadBandwidth(bw_bytes, threads, 5);
   if (!bw_before.ok()) return bw_before.status();
 
-  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackend(threads);
+  // By default one pool serves the dense and the LoRA kernels, as in the server
+  // (server/serving_model.cc): two pools on the same cores steal each other's time.
+  kernels::ThreadPool shared_pool(threads);
+  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackendOnPool(&shared_pool);
   if (backend == nullptr) return absl::InternalError("CreateCpuBackend failed");
-  // The LoRA ops get their own pool, as in the server (server/serving_model.cc).
-  int lora_threads = absl::GetFlag(FLAGS_lora_threads);
-  if (lora_threads < 0) lora_threads = threads;
+  const int lora_threads = absl::GetFlag(FLAGS_lora_threads);
   std::unique_ptr<kernels::ThreadPool> lora_pool;
   if (lora_threads > 1) lora_pool = std::make_unique<kernels::ThreadPool>(lora_threads);
-  std::unique_ptr<kernels::LoraOps> sgmv = kernels::CreateCpuLoraOps(lora_pool.get());
+  kernels::ThreadPool* lora_on =
+      lora_threads < 0 ? &shared_pool : lora_pool.get();  // null: calling thread
+  std::unique_ptr<kernels::LoraOps> sgmv = kernels::CreateCpuLoraOps(lora_on);
   GatherLoraOps gather_ops(sgmv.get());
   TimingLoraOps timer(sgmv.get());
 
@@ -702,7 +705,9 @@ absl::Status Main() {
       "Loom LoRA decode: %s backend (%d threads) + %s LoRA ops (%s); %d sequences x %d prompt "
       "tokens, %d decode steps, rank %d on all 7 projections x %d layers; median of %d runs\n",
       backend->name(), threads, sgmv->name(),
-      lora_pool ? absl::StrCat("own pool of ", lora_threads, " threads") : "no pool, 1 thread",
+      lora_threads < 0   ? std::string("shared pool")
+      : lora_pool        ? absl::StrCat("own pool of ", lora_threads, " threads")
+                         : std::string("no pool, 1 thread"),
       batch, prompt_len, steps, rank, cfg.n_layers, runs);
   absl::PrintF(
       "adapter: %.2f MB (BF16 A+B); read bandwidth (%d threads, AVX2 stream): %.2f GB/s before, "
@@ -784,7 +789,7 @@ absl::Status Main() {
                         {"lora_ops", std::string(sgmv->name())},
                         {"model", model_name},
                         {"threads", threads},
-                        {"lora_threads", lora_pool ? lora_threads : 1},
+                        {"lora_threads", lora_threads},
                         {"batch", batch},
                         {"prompt_len", prompt_len},
                         {"decode_steps", steps},
