@@ -47,6 +47,7 @@
 #include "models/kv_cache/paged_kv_cache.h"
 #include "models/llama/batch_plan.h"
 #include "models/llama/llama_model.h"
+#include "models/llama/bench_stats.h"
 #include "models/llama/read_bandwidth.h"
 #include "models/testing/test_model.h"
 #include "models/weights/model_source.h"
@@ -65,17 +66,10 @@ ABSL_FLAG(std::string, json_out, "", "also write the JSON line to this file");
 namespace loom {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::Argmax;
+using bench::Clock;
+using bench::Median;
+using bench::Seconds;
 
 // ---------------------------------------------------------------- model runs
 
@@ -97,10 +91,6 @@ absl::StatusOr<std::vector<Config>> ParseConfigs(const std::string& text) {
   }
   if (out.empty()) return absl::InvalidArgumentError("--configs is empty");
   return out;
-}
-
-int32_t Argmax(const float* row, int n) {
-  return static_cast<int32_t>(std::max_element(row, row + n) - row);
 }
 
 struct RunTimes {

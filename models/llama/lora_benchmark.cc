@@ -71,6 +71,7 @@
 #include "models/llama/adapter_weights.h"
 #include "models/llama/batch_plan.h"
 #include "models/llama/llama_model.h"
+#include "models/llama/bench_stats.h"
 #include "models/llama/read_bandwidth.h"
 #include "models/lora/lora_adapter.h"
 #include "models/lora/peft_loader.h"
@@ -99,17 +100,10 @@ ABSL_FLAG(std::string, json_out, "", "also write the JSON document to this file"
 namespace loom {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::Argmax;
+using bench::Clock;
+using bench::Median;
+using bench::Seconds;
 
 // ---------------------------------------------------------------- LoraOps decorators
 
@@ -302,10 +296,6 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> MakeAdapter(const LlamaConfig& cfg,
 }
 
 // ---------------------------------------------------------------- runs
-
-int32_t Argmax(const float* row, int n) {
-  return static_cast<int32_t>(std::max_element(row, row + n) - row);
-}
 
 struct RunResult {
   double decode_s = 0;
