@@ -60,6 +60,7 @@ void LlamaModel::Attention(int layer, const BatchPlan& plan, PagedKvCache* kv,
   const int n = plan.n_tokens();
   kernels::Backend& be = *backend_;
   be.RmsNorm(ws->x.data(), L.attn_norm.data(), n, c.hidden, c.rms_eps, ws->xn.data());
+  if (ws->tap) ws->tap->Observe(layer, TapPoint::kAttnNorm, ws->xn.data(), n, c.hidden);
   be.PackActivations(L.q.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
   be.MatMul(L.q, ws->pack, ws->q.data());
   const int qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
@@ -80,6 +81,7 @@ void LlamaModel::Attention(int layer, const BatchPlan& plan, PagedKvCache* kv,
               kv->v_pool(layer));
   be.PagedAttention(kv->layout(), batch, ws->q.data(), c.n_heads, kv->k_pool(layer),
                     kv->v_pool(layer), ws->attn.data());
+  if (ws->tap) ws->tap->Observe(layer, TapPoint::kAttnOut, ws->attn.data(), n, qd);
   be.PackActivations(L.o.dtype, ws->attn.data(), n, qd, &ws->pack);
   be.MatMul(L.o, ws->pack, ws->proj.data());
   ApplyLora(plan, layer, Projection::kO, ws->attn.data(), qd, c.hidden, ws->proj.data(), ws);
@@ -92,6 +94,7 @@ void LlamaModel::FeedForward(int layer, const BatchPlan& plan, ForwardWorkspace*
   const LlamaLayerWeights& L = weights_.layers[layer];
   kernels::Backend& be = *backend_;
   be.RmsNorm(ws->x.data(), L.ffn_norm.data(), n, c.hidden, c.rms_eps, ws->xn.data());
+  if (ws->tap) ws->tap->Observe(layer, TapPoint::kFfnNorm, ws->xn.data(), n, c.hidden);
   be.PackActivations(L.gate.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
   be.MatMul(L.gate, ws->pack, ws->gate.data());
   ApplyLora(plan, layer, Projection::kGate, ws->xn.data(), c.hidden, c.intermediate,
@@ -104,6 +107,7 @@ void LlamaModel::FeedForward(int layer, const BatchPlan& plan, ForwardWorkspace*
             ws->up.data(), ws);
   const size_t ff = static_cast<size_t>(n) * c.intermediate;
   be.SiluMul(ws->gate.data(), ws->up.data(), ff, ws->gate.data());
+  if (ws->tap) ws->tap->Observe(layer, TapPoint::kSiluMul, ws->gate.data(), n, c.intermediate);
   be.PackActivations(L.down.dtype, ws->gate.data(), n, c.intermediate, &ws->pack);
   be.MatMul(L.down, ws->pack, ws->proj.data());
   ApplyLora(plan, layer, Projection::kDown, ws->gate.data(), c.intermediate, c.hidden,

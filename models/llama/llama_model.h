@@ -17,6 +17,18 @@
 
 namespace loom {
 
+// Where a quantizable activation is produced in a layer (the inputs of the linear layers):
+// kAttnNorm feeds q/k/v, kAttnOut feeds o, kFfnNorm feeds gate/up, kSiluMul feeds down.
+enum class TapPoint { kAttnNorm, kAttnOut, kFfnNorm, kSiluMul };
+
+// Optional observer of those activations (calibration, e.g. models/quant). Called on the
+// Forward thread with x [n, k] in the model's original channel order.
+class ActivationTap {
+ public:
+  virtual ~ActivationTap() = default;
+  virtual void Observe(int layer, TapPoint point, const float* x, int n, int k) = 0;
+};
+
 // Scratch memory of Forward, owned by the caller (one per engine thread) and grown to the
 // largest step seen; no allocation once warm.
 struct ForwardWorkspace {
@@ -31,6 +43,7 @@ struct ForwardWorkspace {
   kernels::ActivationPack pack;
   std::vector<float> lora_v;   // [T, max_rank] LoRA shrink intermediate
   std::vector<kernels::LoraSegment> lora_segs;
+  ActivationTap* tap = nullptr;  // not owned; null = no observation (the normal case)
 };
 
 class LlamaModel {
