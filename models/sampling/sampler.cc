@@ -73,7 +73,9 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingOptions& options) {
 }
 
 Sampler::Sampler(const SamplingOptions& options, uint64_t seed)
-    : options_(options), rng_(seed) {}
+    : options_(options), rng_(seed) {
+  rng_.discard(options.skip_draws);
+}
 
 double Sampler::NextUniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
@@ -124,7 +126,10 @@ int32_t Sampler::SampleTopK(absl::Span<const float> x, size_t k) {
   SelectTopK(x, k, &candidates_);
   // Step 4; the best gets p = exp(0) = 1.
   const float max_logit = candidates_.front().logit;
-  if (max_logit == kNegInf) return candidates_.front().id;  // every logit is -inf
+  if (max_logit == kNegInf) {  // every logit is -inf; the draw is still consumed
+    NextUniform();
+    return candidates_.front().id;
+  }
   const float t = options_.temperature;
   for (Candidate& c : candidates_) c.p = std::exp((c.logit - max_logit) / t);
   if (options_.top_p < 1.0f) TruncateTopP();
@@ -135,7 +140,10 @@ int32_t Sampler::SampleTopK(absl::Span<const float> x, size_t k) {
 int32_t Sampler::SampleFullVocab(absl::Span<const float> x) {
   const size_t vocab = x.size();
   const float max_logit = std::min(MaxValue(x), FLT_MAX);  // == max of Sanitize(x)
-  if (max_logit == kNegInf) return 0;  // every logit is -inf
+  if (max_logit == kNegInf) {  // every logit is -inf; the draw is still consumed
+    NextUniform();
+    return 0;
+  }
   // Step 4; the max gets p = exp(0) = 1.
   const float t = options_.temperature;
   probs_.resize(vocab);

@@ -25,12 +25,15 @@ namespace loom {
 // NaN logits are treated as -inf and +inf as the largest float. If every logit is -inf
 // the result is token 0.
 //
-// Determinism: with has_seed, the generator is std::mt19937_64(seed) and the uniform
-// double is (next() >> 11) * 2^-53; the token is the first candidate whose cumulative
+// Determinism: with has_seed, the generator is std::mt19937_64(seed), advanced by
+// options.skip_draws, and the uniform double is (next() >> 11) * 2^-53; the token is the first candidate whose cumulative
 // unnormalised probability exceeds u * total. Candidates are walked in id order (no top-k /
 // top-p) or sorted by (p or logit desc, id asc), never in an order left to the standard
 // library, so the same seed and the same sequence of logits and histories give the same
-// tokens with any standard library (probabilities come from libm's expf).
+// tokens with any standard library (probabilities come from libm's expf). Every Sample()
+// with temperature > 0 consumes exactly one draw (also when every logit is -inf), greedy
+// ones none: after k sampled tokens, a sampler created with skip_draws = k continues the
+// sequence exactly (request migration).
 //
 // Cost per call, vocab V: greedy O(V) (no copy unless penalties apply); top-k O(V) scan
 // with a k-heap; top-p O(V) (expf per token + a 1017-bucket histogram) plus a sort of only

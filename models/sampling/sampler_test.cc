@@ -329,6 +329,63 @@ TEST(SamplerTest, DrawFollowsDocumentedUniformDerivation) {
   }
 }
 
+// A request migrated after k tokens resumes with skip_draws = k and the same logits and
+// history from there on: its tokens are the tail of the uninterrupted run, for every
+// sampling path (full vocabulary, top-k, top-p, min-p, penalties) and also across a row
+// whose logits are all -inf (which must still consume its draw).
+TEST(SamplerTest, SkipDrawsResumesTheSameSequence) {
+  const float inf = std::numeric_limits<float>::infinity();
+  SamplingOptions plain = Seeded(2.0f, 99);
+  SamplingOptions filtered = plain;
+  filtered.top_p = 0.9f;
+  filtered.min_p = 0.01f;
+  filtered.repetition_penalty = 1.3f;
+  SamplingOptions topk = plain;
+  topk.top_k = 300;
+  const int kTotal = 60;
+  for (const SamplingOptions& o : {plain, filtered, topk}) {
+    std::mt19937_64 logits_rng(5);
+    std::vector<std::vector<float>> rows;
+    for (int i = 0; i < kTotal; ++i) rows.push_back(RandomLogits(&logits_rng, 1500));
+    rows[10].assign(1500, -inf);
+    std::vector<int32_t> whole;  // the uninterrupted run
+    {
+      Sampler sampler = MakeSampler(o);
+      std::vector<int32_t> history = {7, 8, 9};
+      for (int i = 0; i < kTotal; ++i) {
+        whole.push_back(sampler.Sample(rows[i], history));
+        history.push_back(whole.back());
+      }
+    }
+    for (int k : {1, 10, 11, 37}) {
+      // Resume at k: a fresh sampler that skips k draws, fed rows k.. with the history
+      // of the uninterrupted run.
+      SamplingOptions r = o;
+      r.skip_draws = static_cast<uint64_t>(k);
+      Sampler resumed = MakeSampler(r);
+      std::vector<int32_t> history = {7, 8, 9};
+      history.insert(history.end(), whole.begin(), whole.begin() + k);
+      std::vector<int32_t> tail;
+      for (int i = k; i < kTotal; ++i) {
+        tail.push_back(resumed.Sample(rows[i], history));
+        history.push_back(tail.back());
+      }
+      EXPECT_EQ(tail, std::vector<int32_t>(whole.begin() + k, whole.end())) << "k=" << k;
+    }
+    // Without the skip the resumed run diverges (the test can fail).
+    SamplingOptions r = o;
+    Sampler fresh = MakeSampler(r);
+    std::vector<int32_t> history = {7, 8, 9};
+    history.insert(history.end(), whole.begin(), whole.begin() + 37);
+    std::vector<int32_t> tail;
+    for (int i = 37; i < kTotal; ++i) {
+      tail.push_back(fresh.Sample(rows[i], history));
+      history.push_back(tail.back());
+    }
+    EXPECT_NE(tail, std::vector<int32_t>(whole.begin() + 37, whole.end()));
+  }
+}
+
 TEST(SamplerTest, SeedlessSamplersDiffer) {
   SamplingOptions o;
   o.temperature = 1.0f;

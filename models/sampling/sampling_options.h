@@ -26,6 +26,10 @@ struct SamplingOptions {
 
   uint64_t seed = 0;      // used only when has_seed
   bool has_seed = false;  // false: seeded from std::random_device
+  // Draws of the generator to discard after seeding: a request resumed elsewhere after k
+  // sampled tokens sets k and continues the same random sequence (sampler.h: every
+  // Sample() with temperature > 0 consumes exactly one draw). 0 = start afresh.
+  uint64_t skip_draws = 0;
 
   // OK, or InvalidArgument naming the first bad field and its value.
   absl::Status Validate() const;
