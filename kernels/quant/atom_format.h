@@ -75,6 +75,10 @@ struct QuantSpec {
   absl::Status Validate() const;
 };
 
+// Same geometry and precision (every field equal).
+bool operator==(const QuantSpec& a, const QuantSpec& b);
+inline bool operator!=(const QuantSpec& a, const QuantSpec& b) { return !(a == b); }
+
 // Packing of 4-bit weights: each group of `group` values occupies group/2 bytes; byte i
 // of the group holds value i in its LOW nibble and value i + group/2 in its HIGH nibble,
 // each stored offset-binary (nibble = q + 8, q in [-8, 7]; the quantizer emits [-7, 7]).
