@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 
 namespace loom::loomctl {
 namespace {
@@ -37,6 +38,8 @@ std::string UsageText() {
          "  unload ID              unload adapter ID (running requests drain first)\n"
          "  list                   list adapters\n"
          "  status                 workers, queues, KV pages, adapter memory\n"
+         "  drain WORKER           (router) move WORKER's requests off it, place nothing there\n"
+         "  undrain WORKER         (router) make a drained WORKER placeable again\n"
          "flags:\n"
          "  --addr HOST:PORT       admin endpoint (default 127.0.0.1:50052)\n"
          "  --token-file FILE      bearer token file (default: $LOOM_ADMIN_TOKEN if set)\n"
@@ -135,6 +138,11 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
   } else if (cmd == "status") {
     if (absl::Status s = want(0, "no arguments"); !s.ok()) return s;
     args.command = Command::kStatus;
+  } else if (cmd == "drain" || cmd == "undrain") {
+    if (absl::Status s = want(1, "WORKER"); !s.ok()) return s;
+    args.command = cmd == "drain" ? Command::kDrain : Command::kUndrain;
+    args.id = operands[1];
+    if (args.id.empty()) return absl::InvalidArgumentError("WORKER is empty");
   } else if (cmd == "help") {
     args.command = Command::kHelp;
   } else {
@@ -230,6 +238,7 @@ std::string FormatAdapterTable(const v1::ListAdaptersResponse& list, absl::Time 
 
 std::string FormatStatus(const v1::GetStatusResponse& s) {
   std::string out;
+  const bool router = s.role() == "router";
   const int64_t kv_total = s.kv_pages_used() + s.kv_pages_free();
   const double kv_pct = kv_total > 0 ? 100.0 * s.kv_pages_used() / kv_total : 0.0;
   out += RenderTable(
@@ -257,11 +266,24 @@ std::string FormatStatus(const v1::GetStatusResponse& s) {
                       absl::StrCat(w.last_batch_sequences(), "/", w.last_batch_tokens()),
                       w.resident_adapters().empty() ? "-"
                                                     : absl::StrJoin(w.resident_adapters(), ",")});
+      if (router) {
+        rows.back().insert(rows.back().begin() + 1,
+                           !w.up() ? "down" : w.draining() ? "draining" : w.idle() ? "idle" : "up");
+      }
     }
     out += "\n";
-    out += RenderTable({"WORKER", "BACKEND", "RUNNING", "QUEUED", "KV USED", "KV FREE",
-                        "PREEMPT", "STEPS", "LAST SEQ/TOK", "ADAPTERS"},
-                       rows);
+    std::vector<std::string> header = {"WORKER", "BACKEND", "RUNNING", "QUEUED", "KV USED",
+                                       "KV FREE", "PREEMPT", "STEPS", "LAST SEQ/TOK",
+                                       "ADAPTERS"};
+    if (router) header.insert(header.begin() + 1, "STATE");
+    out += RenderTable(header, rows);
+  }
+  if (router) {
+    out += absl::StrCat("\nrouter: ", s.migrations(), " migrations, ", s.failovers(),
+                        " failovers; idle workers: ",
+                        s.idle_workers().empty() ? std::string("-")
+                                                 : absl::StrJoin(s.idle_workers(), ","),
+                        s.want_more_workers() ? "; wants more workers" : "", "\n");
   }
   return out;
 }
@@ -323,7 +345,21 @@ nlohmann::json StatusToJson(const v1::GetStatusResponse& s) {
     wj["last_batch_sequences"] = w.last_batch_sequences();
     wj["resident_adapters"] =
         std::vector<std::string>(w.resident_adapters().begin(), w.resident_adapters().end());
+    if (s.role() == "router") {
+      wj["up"] = w.up();
+      wj["draining"] = w.draining();
+      wj["idle"] = w.idle();
+      wj["assigned"] = w.assigned();
+    }
     j["workers"].push_back(wj);
+  }
+  if (!s.role().empty()) j["role"] = s.role();
+  if (s.role() == "router") {
+    j["idle_workers"] =
+        std::vector<std::string>(s.idle_workers().begin(), s.idle_workers().end());
+    j["want_more_workers"] = s.want_more_workers();
+    j["migrations"] = s.migrations();
+    j["failovers"] = s.failovers();
   }
   return j;
 }
@@ -349,6 +385,27 @@ absl::StatusOr<ClientOptions> MakeClientOptions(const Args& args) {
   options.tls_key_file = args.tls_key;
   options.tls_server_name = args.tls_server_name;
   return options;
+}
+
+absl::StatusOr<v1::DrainWorkerResponse> DrainWorker(LoomClient& client,
+                                                    const ClientOptions& options,
+                                                    const std::string& worker, bool undrain,
+                                                    absl::Duration timeout) {
+  v1::Admin::Stub stub(client.channel());
+  grpc::ClientContext ctx;
+  if (!options.token.empty()) ctx.AddMetadata("authorization", "Bearer " + options.token);
+  if (timeout != absl::InfiniteDuration()) {
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
+  v1::DrainWorkerRequest req;
+  req.set_worker(worker);
+  req.set_undrain(undrain);
+  v1::DrainWorkerResponse resp;
+  const grpc::Status s = stub.DrainWorker(&ctx, req, &resp);
+  if (!s.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  }
+  return resp;
 }
 
 int Run(const Args& args, LoomClient& client, std::ostream& out, std::ostream& err) {
@@ -406,6 +463,28 @@ int Run(const Args& args, LoomClient& client, std::ostream& out, std::ostream& e
         out << StatusToJson(*r).dump(2) << "\n";
       } else {
         out << FormatStatus(*r);
+      }
+      return 0;
+    }
+    case Command::kDrain:
+    case Command::kUndrain: {
+      absl::StatusOr<ClientOptions> options = MakeClientOptions(args);
+      if (!options.ok()) return fail(options.status());
+      const bool undrain = args.command == Command::kUndrain;
+      absl::StatusOr<v1::DrainWorkerResponse> r =
+          DrainWorker(client, *options, args.id, undrain, args.timeout);
+      if (!r.ok()) return fail(r.status());
+      if (args.json) {
+        nlohmann::json j;
+        j["worker"] = args.id;
+        j["draining"] = !undrain;
+        j["moving_requests"] = r->moving_requests();
+        out << j.dump(2) << "\n";
+      } else if (undrain) {
+        out << "undrained " << args.id << "\n";
+      } else {
+        out << "draining " << args.id << ": " << r->moving_requests()
+            << " request(s) moving to other workers\n";
       }
       return 0;
     }

@@ -15,7 +15,7 @@
 
 namespace loom::loomctl {
 
-enum class Command { kHelp, kLoad, kUnload, kList, kStatus };
+enum class Command { kHelp, kLoad, kUnload, kList, kStatus, kDrain, kUndrain };
 
 struct Args {
   std::string addr = "127.0.0.1:50052";
@@ -25,7 +25,7 @@ struct Args {
   bool tls = false;
   absl::Duration timeout = absl::Seconds(60);
   Command command = Command::kHelp;
-  std::string id;      // load, unload
+  std::string id;      // load, unload; the worker name for drain, undrain
   std::string source;  // load
   bool pin = false;    // load
 };
@@ -57,6 +57,13 @@ nlohmann::json StatusToJson(const v1::GetStatusResponse& status);
 
 // "loomctl: NOT_FOUND: no adapter 'x'".
 std::string ErrorLine(const absl::Status& status);
+
+// loom.v1.Admin/DrainWorker over `client`'s channel with the token of `options`
+// (a router only; `undrain` reverses it).
+absl::StatusOr<v1::DrainWorkerResponse> DrainWorker(LoomClient& client,
+                                                    const ClientOptions& options,
+                                                    const std::string& worker, bool undrain,
+                                                    absl::Duration timeout);
 
 // Runs a parsed command; writes results to `out`, errors (ErrorLine) to `err`.
 int Run(const Args& args, LoomClient& client, std::ostream& out, std::ostream& err);

@@ -210,5 +210,95 @@ TEST(RunCommand, OutputsAndErrors) {
   server->Shutdown();
 }
 
+// drain / undrain: parsed, sent as DrainWorker with the bearer token, and printed.
+class FakeRouterAdmin final : public v1::Admin::Service {
+ public:
+  grpc::Status DrainWorker(grpc::ServerContext* ctx, const v1::DrainWorkerRequest* req,
+                           v1::DrainWorkerResponse* resp) override {
+    auto it = ctx->client_metadata().find("authorization");
+    if (it == ctx->client_metadata().end() ||
+        std::string(it->second.data(), it->second.size()) != "Bearer s3cret") {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no token");
+    }
+    if (req->worker() != "10.0.0.7:50061") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no worker named '" + req->worker() + "'");
+    }
+    last_undrain = req->undrain();
+    resp->set_moving_requests(req->undrain() ? 0 : 3);
+    return grpc::Status::OK;
+  }
+  bool last_undrain = true;
+};
+
+TEST(ParseArgs, DrainTakesOneWorker) {
+  auto a = Parse({"drain", "10.0.0.7:50061"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, Command::kDrain);
+  EXPECT_EQ(a->id, "10.0.0.7:50061");
+  auto u = Parse({"undrain", "w"});
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->command, Command::kUndrain);
+  EXPECT_FALSE(Parse({"drain"}).ok());
+  EXPECT_FALSE(Parse({"drain", "a", "b"}).ok());
+  EXPECT_FALSE(Parse({"drain", "a", "--pin"}).ok());
+}
+
+TEST(RunCommand, DrainSendsTheRpcWithToken) {
+  FakeRouterAdmin admin;
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&admin);
+  auto server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto client = LoomClient::FromChannel(server->InProcessChannel(grpc::ChannelArguments()), {});
+  setenv("LOOM_ADMIN_TOKEN", "s3cret", 1);
+
+  std::ostringstream out, err;
+  auto drain = Parse({"drain", "10.0.0.7:50061"});
+  ASSERT_TRUE(drain.ok());
+  EXPECT_EQ(loomctl::Run(*drain, *client, out, err), 0) << err.str();
+  EXPECT_EQ(out.str(), "draining 10.0.0.7:50061: 3 request(s) moving to other workers\n");
+  EXPECT_FALSE(admin.last_undrain);
+
+  std::ostringstream out2, err2;
+  auto undrain = Parse({"undrain", "10.0.0.7:50061", "--json"});
+  ASSERT_TRUE(undrain.ok());
+  EXPECT_EQ(loomctl::Run(*undrain, *client, out2, err2), 0) << err2.str();
+  EXPECT_TRUE(admin.last_undrain);
+  EXPECT_EQ(nlohmann::json::parse(out2.str())["draining"], false);
+
+  std::ostringstream out3, err3;
+  auto ghost = Parse({"drain", "ghost:1"});
+  EXPECT_EQ(loomctl::Run(*ghost, *client, out3, err3), 1);
+  EXPECT_EQ(err3.str(), "loomctl: NOT_FOUND: no worker named 'ghost:1'\n");
+
+  unsetenv("LOOM_ADMIN_TOKEN");
+  std::ostringstream out4, err4;
+  EXPECT_EQ(loomctl::Run(*drain, *client, out4, err4), 1);
+  EXPECT_EQ(err4.str().rfind("loomctl: UNAUTHENTICATED", 0), 0u) << err4.str();
+  server->Shutdown();
+}
+
+TEST(FormatStatus, RouterColumns) {
+  v1::GetStatusResponse s;
+  s.set_role("router");
+  s.set_failovers(4);
+  s.set_migrations(2);
+  s.add_idle_workers("b:2");
+  v1::WorkerStatus* a = s.add_workers();
+  a->set_id("a:1");
+  a->set_up(false);
+  v1::WorkerStatus* b = s.add_workers();
+  b->set_id("b:2");
+  b->set_up(true);
+  b->set_idle(true);
+  const std::string text = FormatStatus(s);
+  EXPECT_NE(text.find("STATE"), std::string::npos) << text;
+  EXPECT_NE(text.find("down"), std::string::npos) << text;
+  EXPECT_NE(text.find("idle"), std::string::npos) << text;
+  EXPECT_NE(text.find("2 migrations, 4 failovers; idle workers: b:2"), std::string::npos) << text;
+  EXPECT_EQ(StatusToJson(s)["failovers"], 4);
+  EXPECT_EQ(StatusToJson(s)["workers"][0]["up"], false);
+}
+
 }  // namespace
 }  // namespace loom::loomctl
