@@ -2,12 +2,13 @@
 // (workers x policies x workloads x loads) and prints one markdown table, plus a
 // Punica-vs-least-loaded comparison when both policies ran.
 //
-//   loom_sim --mode=gpu --workers=8,64 --policies=punica,round_robin,least_loaded \
+//   loom_sim --mode=gpu --workers=8,64 --policies=punica,round_robin,least_loaded
 //            --workloads=distinct --loads=0.3,0.6,0.9
 //
 // Loads are fractions of EstimateCapacityRps (every worker at max batch, one adapter,
 // nominal mean lengths), so every policy and workload sees the same absolute rates and,
 // for one seed, the same arrival instants and lengths.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -19,6 +20,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "scheduler/sim/simulator.h"
 #include "scheduler/sim/step_latency_model.h"
@@ -39,7 +41,13 @@ ABSL_FLAG(bool, consolidate, true, "punica only: periodic consolidation by migra
 ABSL_FLAG(double, consolidate_period_s, 1.0, "consolidation period (simulated seconds)");
 ABSL_FLAG(int, max_source_load, 8, "consolidation empties workers with at most this load");
 ABSL_FLAG(bool, match_p99, false,
-          "also find the fewest workers least_loaded needs to meet punica's p99 at each rate");
+          "also find the fewest workers least_loaded needs to meet punica's p99 at each rate "
+          "(an oracle that sizes a static cluster for the known rate)");
+ABSL_FLAG(bool, autoscale, true, "release idle workers / acquire on want_more (all policies)");
+ABSL_FLAG(double, autoscale_period_s, 1.0, "autoscaler period (simulated seconds)");
+ABSL_FLAG(double, idle_grace_s, 10.0, "a worker idle this long is released");
+ABSL_FLAG(double, cold_start_s, 5.0, "a released worker serves again this long after acquisition");
+ABSL_FLAG(int, min_workers, 1, "the autoscaler never holds fewer workers");
 
 namespace loom {
 namespace {
@@ -68,15 +76,21 @@ absl::StatusOr<SimReport> RunOne(const WorkerHardware& hw, int workers, const st
   o.consolidate = policy == "punica" && absl::GetFlag(FLAGS_consolidate);
   o.consolidate_period_s = absl::GetFlag(FLAGS_consolidate_period_s);
   o.consolidation.max_source_load = absl::GetFlag(FLAGS_max_source_load);
+  o.autoscale.enabled = absl::GetFlag(FLAGS_autoscale);
+  o.autoscale.period_s = absl::GetFlag(FLAGS_autoscale_period_s);
+  o.autoscale.idle_grace_s = absl::GetFlag(FLAGS_idle_grace_s);
+  o.autoscale.cold_start_s = absl::GetFlag(FLAGS_cold_start_s);
+  o.autoscale.min_workers = std::min(absl::GetFlag(FLAGS_min_workers), workers);
   return RunSimulation(requests, o);
 }
 
 void PrintRow(const Row& r) {
   const SimReport& s = r.report;
-  std::printf("| %d | %s | %s | %.0f%% | %.1f | %.0f | %.1f | %.1f | %.2f | %.2f | %.0f | %.1f | %lld | %lld |\n",
+  std::printf("| %d | %s | %s | %.0f%% | %.1f | %.0f | %.1f | %.1f | %.2f | %.2f | %.0f | %.1f | %.0f | %lld | %lld | %lld |\n",
               r.workers, s.policy.c_str(), r.workload.c_str(), 100 * r.load, r.rate,
               s.throughput_tok_s, s.latency_p50_s, s.latency_p99_s, s.ttft_p99_s, s.queue_mean_s,
-              s.worker_seconds, s.mean_busy_workers, static_cast<long long>(s.migrations),
+              s.worker_seconds, s.mean_busy_workers, s.busy_worker_seconds,
+              static_cast<long long>(s.releases), static_cast<long long>(s.migrations),
               static_cast<long long>(s.evictions));
 }
 
@@ -113,14 +127,23 @@ int Main() {
   }
   const StepLatencyModel& m = hw->latency;
   std::printf("Worker model: %s. step_ms = %.3f + %.3f*decode + %.3f*prefill + %.3f*distinct_adapters"
-              " + %.1f*adapter_loads; KV %d pages x %d tokens; batch cap %d; seed %llu.\n\n",
+              " + %.1f*adapter_loads + %.5f*kv_tokens; KV %d pages x %d tokens; batch cap %d; "
+              "seed %llu. Autoscaler: %s.\n\n",
               hw->name.c_str(), m.base_ms, m.decode_ms_per_token, m.prefill_ms_per_token,
-              m.ms_per_distinct_adapter, m.adapter_load_ms, hw->kv_pages, hw->kv_page_size,
-              absl::GetFlag(FLAGS_max_batch_size),
-              static_cast<unsigned long long>(absl::GetFlag(FLAGS_seed)));
+              m.ms_per_distinct_adapter, m.adapter_load_ms, m.ms_per_kv_token, hw->kv_pages,
+              hw->kv_page_size, absl::GetFlag(FLAGS_max_batch_size),
+              static_cast<unsigned long long>(absl::GetFlag(FLAGS_seed)),
+              absl::GetFlag(FLAGS_autoscale)
+                  ? absl::StrFormat("release after %.0f s idle, cold start %.0f s, period %.1f s, "
+                                    "min %d held", absl::GetFlag(FLAGS_idle_grace_s),
+                                    absl::GetFlag(FLAGS_cold_start_s),
+                                    absl::GetFlag(FLAGS_autoscale_period_s),
+                                    absl::GetFlag(FLAGS_min_workers)).c_str()
+                  : "off (every worker held throughout)");
   std::printf("| GPUs | policy | workload | load | rate (req/s) | throughput (tok/s) | p50 (s) | "
-              "p99 (s) | TTFT p99 (s) | queue mean (s) | worker-s | busy workers | migrations | "
-              "evictions |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "p99 (s) | TTFT p99 (s) | queue mean (s) | worker-s (held) | mean held | busy worker-s | "
+              "releases | migrations | evictions |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::vector<Row> rows;
   std::vector<std::tuple<int, std::string, double, double, std::vector<SimRequest>>> grids;
   for (const std::string& ws : List(absl::GetFlag(FLAGS_workers))) {

@@ -113,7 +113,13 @@ double SimWorker::StartStep(std::vector<SimSequence>* evicted) {
   std::vector<int> adapters;
   for (SimSequence& s : seqs_) {
     s.in_step = s.step_decode || s.step_prefill > 0;
-    if (s.in_step) adapters.push_back(s.adapter);
+    if (!s.in_step) continue;
+    adapters.push_back(s.adapter);
+    // Attention reads the whole context up to and including this step's tokens. A decode
+    // step feeds the last generated token: its KV entry is number
+    // prefill_target + (generated since admission).
+    shape.kv_tokens += s.step_decode ? s.prefill_target + (s.generated - s.generated_at_admission)
+                                     : s.prefilled + s.step_prefill;
   }
   std::sort(adapters.begin(), adapters.end());
   shape.distinct_adapters =

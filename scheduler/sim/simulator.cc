@@ -16,12 +16,12 @@
 namespace loom {
 namespace {
 
-enum EventKind { kStepEnd = 0, kArrival = 1, kTick = 2 };
+enum EventKind { kStepEnd = 0, kReady = 1, kArrival = 2, kTick = 3, kScale = 4 };
 
 struct Event {
   double t;
   int kind;
-  int worker;  // kStepEnd: worker index; kArrival: request index
+  int worker;  // kStepEnd, kReady: worker index; kArrival: request index
   bool operator>(const Event& o) const {
     return std::tie(t, kind, worker) > std::tie(o.t, o.kind, o.worker);
   }
@@ -38,6 +38,7 @@ class ClusterSim {
         busy_since_(options.num_workers, 0.0),
         idle_since_(options.num_workers, 0.0),
         held_(options.num_workers, false),
+        pool_(options.num_workers, kHeld),
         location_(requests.size(), -1),
         requeued_generated_(requests.size(), 0),
         placed_s_(requests.size(), -1.0),
@@ -55,6 +56,8 @@ class ClusterSim {
   void OnArrival(int index);
   void OnStepEnd(int w);
   void OnTick();
+  void OnScale();
+  void OnReady(int w);
   void Place(uint64_t request, int generated, int w);
   void StartIfIdle(int w);
   void DrainQueue();
@@ -70,10 +73,16 @@ class ClusterSim {
   double now_ = 0;
   std::vector<double> busy_since_, idle_since_;
   std::vector<bool> held_;  // worker holds at least one request
+  enum PoolState { kHeld, kStarting, kReleased };
+  std::vector<PoolState> pool_;  // autoscaler state; kStarting and kReleased are draining
+  int pool_held_ = 0;            // kHeld + kStarting
+  int peak_held_ = 0;
+  int64_t releases_ = 0, acquisitions_ = 0;
+  double held_seconds_ = 0, held_seconds_at_end_ = 0;
   std::vector<int> location_;           // worker index, or -1 while queued
   std::vector<int> requeued_generated_;  // tokens generated when last (re)queued
   std::vector<double> placed_s_, first_token_s_, done_s_;
-  double worker_seconds_ = 0;
+  double worker_seconds_ = 0;  // busy (holding a request)
   int busy_ = 0, peak_busy_ = 0;
   int64_t migrations_ = 0, evictions_ = 0, tokens_ = 0;
   size_t completed_ = 0;
@@ -205,20 +214,72 @@ void ClusterSim::OnTick() {
   }
 }
 
+void ClusterSim::OnScale() {
+  const AutoscaleOptions& a = options_.autoscale;
+  if (completed_ < requests_.size()) events_.push({now_ + a.period_s, kScale, 0});
+  const ScaleSignals sig = ComputeScaleSignals(
+      views_, router_.queued(), static_cast<int64_t>(std::llround(now_ * 1e6)),
+      static_cast<int64_t>(std::llround(a.idle_grace_s * 1e6)));
+  // Release the highest ids first: every policy breaks ties to the lower id.
+  for (auto it = sig.idle_workers.rbegin(); it != sig.idle_workers.rend(); ++it) {
+    if (pool_held_ <= a.min_workers) break;
+    pool_[*it] = kReleased;
+    views_[*it].draining = true;
+    --pool_held_;
+    ++releases_;
+  }
+  if (!sig.want_more) return;
+  const int batch = std::max(options_.placement.max_batch_size, 1);
+  int want = std::max<int>(1, static_cast<int>((sig.queued + batch - 1) / batch));
+  for (PoolState p : pool_) want -= p == kStarting ? 1 : 0;
+  for (int w = 0; w < options_.num_workers && want > 0; ++w) {
+    if (pool_[w] != kReleased) continue;
+    pool_[w] = kStarting;
+    ++pool_held_;
+    ++acquisitions_;
+    --want;
+    events_.push({now_ + a.cold_start_s, kReady, w});
+  }
+  peak_held_ = std::max(peak_held_, pool_held_);
+}
+
+void ClusterSim::OnReady(int w) {
+  pool_[w] = kHeld;
+  views_[w].draining = false;
+  idle_since_[w] = now_;
+  AfterChange(w);
+  DrainQueue();
+}
+
 absl::StatusOr<SimReport> ClusterSim::Run() {
   if (requests_.empty()) return absl::InvalidArgumentError("no requests to simulate");
-  events_.push({requests_[0].arrival_s, kArrival, 0});
-  if (options_.consolidate) {
-    events_.push({requests_[0].arrival_s + options_.consolidate_period_s, kTick, 0});
+  const double start = requests_[0].arrival_s;
+  // The whole pool is held (and idle) when the first request arrives.
+  pool_held_ = peak_held_ = options_.num_workers;
+  for (int w = 0; w < options_.num_workers; ++w) {
+    idle_since_[w] = start;
+    AfterChange(w);
   }
+  events_.push({start, kArrival, 0});
+  if (options_.consolidate) {
+    events_.push({start + options_.consolidate_period_s, kTick, 0});
+  }
+  if (options_.autoscale.enabled) {
+    events_.push({start + options_.autoscale.period_s, kScale, 0});
+  }
+  double last_t = start;
   while (!events_.empty() && error_.ok()) {
     const Event e = events_.top();
     events_.pop();
     now_ = e.t;
+    if (completed_ < requests_.size()) held_seconds_ += pool_held_ * (now_ - last_t);
+    last_t = now_;
     switch (e.kind) {
       case kStepEnd: OnStepEnd(e.worker); break;
+      case kReady: OnReady(e.worker); break;
       case kArrival: OnArrival(e.worker); break;
       case kTick: OnTick(); break;
+      case kScale: OnScale(); break;
     }
   }
   if (!error_.ok()) return error_;
@@ -253,9 +314,13 @@ absl::StatusOr<SimReport> ClusterSim::Run() {
   rep.ttft_p99_s = Percentile(ttft, 0.99);
   rep.queue_mean_s = queue_sum / requests_.size();
   rep.queue_p99_s = Percentile(queue, 0.99);
-  rep.worker_seconds = worker_seconds_;
-  rep.mean_busy_workers = rep.makespan_s > 0 ? worker_seconds_ / rep.makespan_s : 0;
+  rep.worker_seconds = held_seconds_;
+  rep.busy_worker_seconds = worker_seconds_;
+  rep.mean_busy_workers = rep.makespan_s > 0 ? held_seconds_ / rep.makespan_s : 0;
   rep.peak_busy_workers = peak_busy_;
+  rep.peak_held_workers = peak_held_;
+  rep.releases = releases_;
+  rep.acquisitions = acquisitions_;
   rep.migrations = migrations_;
   rep.evictions = evictions_;
   for (const SimWorker& w : workers_) {
@@ -271,6 +336,14 @@ absl::Status Validate(const std::vector<SimRequest>& requests, const SimOptions&
   }
   if (o.consolidate && !(o.consolidate_period_s > 0)) {
     return absl::InvalidArgumentError("consolidate_period_s must be > 0");
+  }
+  const AutoscaleOptions& a = o.autoscale;
+  if (a.enabled && (!(a.period_s > 0) || !(a.idle_grace_s >= 0) || !(a.cold_start_s >= 0) ||
+                    a.min_workers < 1 || a.min_workers > o.num_workers)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "autoscale: need period_s > 0, idle_grace_s >= 0, cold_start_s >= 0 and min_workers in "
+        "[1, num_workers], got ", a.period_s, ", ", a.idle_grace_s, ", ", a.cold_start_s, ", ",
+        a.min_workers));
   }
   const WorkerHardware& h = o.hardware;
   if (h.kv_pages < 1 || h.kv_page_size < 1 || h.max_batch_tokens < 1 || h.adapter_cache_slots < 1) {
@@ -309,7 +382,11 @@ double Percentile(std::vector<double> values, double q) {
 
 double EstimateCapacityRps(const WorkerHardware& h, int max_batch_size, int workers,
                            double mean_prompt, double mean_output) {
-  const double step_ms = h.latency.StepMs({max_batch_size, 0, 1, 0});
+  StepShape full;
+  full.decode_tokens = max_batch_size;
+  full.distinct_adapters = 1;
+  full.kv_tokens = std::llround(max_batch_size * (mean_prompt + mean_output / 2));
+  const double step_ms = h.latency.StepMs(full);
   const double ms_per_request =
       mean_output * step_ms / max_batch_size + mean_prompt * h.latency.prefill_ms_per_token;
   return workers * 1000.0 / ms_per_request;

@@ -4,9 +4,13 @@
 // consolidation ticks; ties in time resolve by (kind, worker id), so a run is a pure
 // function of its inputs.
 //
-// Worker-seconds: a worker is held from the moment it gets a request until it holds none
-// (then it is idle and released at once; no cold-start cost is modelled), summed over
-// workers.
+// Worker-seconds = time workers are HELD (paid for), summed over workers, from the first
+// arrival to the last completion. The cluster is a fixed pool of num_workers GPUs, all
+// held at the start; the autoscaler (AutoscaleOptions) releases a worker that has held no
+// request for idle_grace_s and brings released workers back, after cold_start_s, when
+// requests queue and no held worker is idle (the router's ScaleSignals). A worker that is
+// starting counts as held. With the autoscaler off every worker is held throughout.
+// busy_worker_seconds (time a worker holds at least one request) is reported as well.
 #ifndef LOOM_SCHEDULER_SIM_SIMULATOR_H_
 #define LOOM_SCHEDULER_SIM_SIMULATOR_H_
 
@@ -22,6 +26,19 @@
 
 namespace loom {
 
+// The autoscaler, run every period_s on ComputeScaleSignals (scheduler/router/router.h).
+// Released and starting workers are shown to the router as draining (they accept
+// nothing). On want_more it acquires enough released workers for the queue at
+// max_batch_size requests each (at least one, minus those already starting), lowest ids
+// first. It never holds fewer than min_workers.
+struct AutoscaleOptions {
+  bool enabled = true;
+  double period_s = 1.0;
+  double idle_grace_s = 10.0;
+  double cold_start_s = 5.0;
+  int min_workers = 1;
+};
+
 struct SimOptions {
   int num_workers = 8;
   std::string policy = "punica";  // punica | round_robin | least_loaded
@@ -31,6 +48,7 @@ struct SimOptions {
   bool consolidate = false;
   double consolidate_period_s = 1.0;
   ConsolidationOptions consolidation;
+  AutoscaleOptions autoscale;
 };
 
 struct SimReport {
@@ -46,9 +64,13 @@ struct SimReport {
   double ttft_p99_s = 0;        // arrival to first token
   double queue_mean_s = 0;      // arrival to first placement
   double queue_p99_s = 0;
-  double worker_seconds = 0;
-  double mean_busy_workers = 0;  // worker_seconds / makespan
-  int peak_busy_workers = 0;
+  double worker_seconds = 0;       // held (see above)
+  double busy_worker_seconds = 0;  // holding at least one request
+  double mean_busy_workers = 0;    // mean HELD workers: worker_seconds / makespan
+  int peak_busy_workers = 0;       // most workers holding requests at once
+  int peak_held_workers = 0;
+  int64_t releases = 0;            // autoscaler releases and acquisitions
+  int64_t acquisitions = 0;
   int64_t migrations = 0;
   int64_t evictions = 0;
   int64_t adapter_loads = 0;
@@ -65,7 +87,8 @@ absl::StatusOr<SimReport> RunSimulation(const std::vector<SimRequest>& requests,
 double Percentile(std::vector<double> values, double q);
 
 // Requests per second a cluster sustains with every worker at max_batch_size, one adapter,
-// for the given mean lengths: workers / (mean_output * step(B) / B + mean_prompt * prefill).
+// for the given mean lengths: workers / (mean_output * step(B) / B + mean_prompt * prefill),
+// where step(B) reads B x (mean_prompt + mean_output / 2) KV tokens.
 double EstimateCapacityRps(const WorkerHardware& hardware, int max_batch_size, int workers,
                            double mean_prompt, double mean_output);
 

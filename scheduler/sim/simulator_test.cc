@@ -31,9 +31,11 @@ SimOptions Options(const std::string& policy, int workers, WorkerHardware hw) {
 }
 
 // One request on one GPU worker, step by step from the model:
-//   step 1 prefills 100 tokens, loads its adapter and emits token 1:
-//          11 + 0.1 * 100 + 0.039 * 1 + 2 * 1 = 23.039 ms
-//   steps 2, 3 decode tokens 2, 3: 11 + 0.613 + 0.039 = 11.652 ms each.
+//   step 1 prefills 100 tokens (attention over 100 KV entries), loads its adapter and
+//          emits token 1: 12.2 + 0.1 * 100 + 0.039 + 2 + 0.00035 * 100 = 24.274 ms
+//   steps 2, 3 decode tokens 2, 3 over 101 and 102 KV entries:
+//          12.2 + 0.045 + 0.039 + 0.00035 * 101 = 12.31935 ms, then 12.3197 ms.
+// Both workers are held throughout (the idle one's grace of 10 s outlasts the run).
 TEST(Simulator, SingleRequestTimingFollowsTheStepModel) {
   std::vector<SimRequest> reqs(1);
   reqs[0].arrival_s = 5.0;
@@ -41,13 +43,78 @@ TEST(Simulator, SingleRequestTimingFollowsTheStepModel) {
   reqs[0].output_tokens = 3;
   absl::StatusOr<SimReport> r = RunSimulation(reqs, Options("punica", 2, Gpu()));
   ASSERT_TRUE(r.ok()) << r.status();
-  const double expected = (23.039 + 2 * 11.652) / 1000.0;
+  const double expected = (24.274 + 12.31935 + 12.3197) / 1000.0;
   EXPECT_NEAR(r->latency_p50_s, expected, 1e-9);
-  EXPECT_NEAR(r->ttft_p99_s, 23.039 / 1000.0, 1e-9);
-  EXPECT_NEAR(r->worker_seconds, expected, 1e-9);
+  EXPECT_NEAR(r->ttft_p99_s, 24.274 / 1000.0, 1e-9);
+  EXPECT_NEAR(r->busy_worker_seconds, expected, 1e-9);
+  EXPECT_NEAR(r->worker_seconds, 2 * expected, 1e-9);
   EXPECT_EQ(r->output_tokens, 3);
   EXPECT_EQ(r->steps, 3);
   EXPECT_EQ(r->peak_busy_workers, 1);
+  EXPECT_EQ(r->releases, 0);
+}
+
+// Hardware whose every step takes 100 ms, so timings are easy to derive.
+WorkerHardware FlatHardware() {
+  WorkerHardware hw = Gpu();
+  hw.latency = StepLatencyModel{};
+  hw.latency.base_ms = 100;
+  return hw;
+}
+
+SimRequest Request(uint64_t id, double arrival, int output) {
+  SimRequest r;
+  r.id = id;
+  r.arrival_s = arrival;
+  r.prompt_tokens = 10;
+  r.output_tokens = output;
+  return r;
+}
+
+// Held time with the autoscaler, derived by hand. 4 workers, one request of 50 steps
+// (5 s) on worker 0 from t = 0; grace 2 s, ticks every 1 s: workers 1-3 are released at
+// t = 2. Held: 4 x 2 + 1 x 3 = 11 worker-s; busy: 5.
+TEST(Simulator, AutoscalerReleasesIdleWorkersAfterTheGrace) {
+  std::vector<SimRequest> reqs = {Request(0, 0.0, 50)};
+  SimOptions o = Options("punica", 4, FlatHardware());
+  o.autoscale.idle_grace_s = 2.0;
+  absl::StatusOr<SimReport> r = RunSimulation(reqs, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->makespan_s, 5.0, 1e-6);
+  EXPECT_NEAR(r->worker_seconds, 11.0, 1e-6);
+  EXPECT_NEAR(r->busy_worker_seconds, 5.0, 1e-6);
+  EXPECT_EQ(r->releases, 3);
+  EXPECT_EQ(r->acquisitions, 0);
+  // Without the autoscaler the whole pool is held for the whole run.
+  o.autoscale.enabled = false;
+  r = RunSimulation(reqs, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->worker_seconds, 20.0, 1e-6);
+  EXPECT_EQ(r->releases, 0);
+}
+
+// Acquisition on want_more, with its cold start. 2 workers, batch cap 1, grace 0.5 s,
+// cold start 2 s. A (50 steps) runs on worker 0 over [0, 5]. Worker 1 is released at the
+// t = 1 tick. B arrives at 1.5 and queues (worker 0 full, worker 1 released); the t = 2
+// tick sees want_more and acquires worker 1, ready at 4: B runs over [4, 9] (queued
+// 2.5 s). Worker 0, idle from 5, is released at the t = 6 tick.
+// Held: [0,1] 2 + [1,2] 1 + [2,6] 2 x 4 + [6,9] 1 x 3 = 14 worker-s.
+TEST(Simulator, AutoscalerAcquiresOnWantMoreAfterAColdStart) {
+  std::vector<SimRequest> reqs = {Request(0, 0.0, 50), Request(1, 1.5, 50)};
+  SimOptions o = Options("least_loaded", 2, FlatHardware());
+  o.placement.max_batch_size = 1;
+  o.autoscale.idle_grace_s = 0.5;
+  o.autoscale.cold_start_s = 2.0;
+  absl::StatusOr<SimReport> r = RunSimulation(reqs, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->makespan_s, 9.0, 1e-6);
+  EXPECT_NEAR(r->queue_p99_s, 2.5, 1e-6);
+  EXPECT_NEAR(r->latency_p99_s, 7.5, 1e-6);
+  EXPECT_NEAR(r->worker_seconds, 14.0, 1e-6);
+  EXPECT_NEAR(r->busy_worker_seconds, 10.0, 1e-6);
+  EXPECT_EQ(r->releases, 2);
+  EXPECT_EQ(r->acquisitions, 1);
+  EXPECT_EQ(r->peak_held_workers, 2);
 }
 
 // Every request completes exactly once with exactly its tokens (RunSimulation checks and
@@ -116,6 +183,11 @@ TEST(Simulator, RejectsRequestsThatCannotFitAWorker) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(RunSimulation(reqs, Options("fifo", 1, Gpu())).status().code(),
             absl::StatusCode::kInvalidArgument);
+  reqs[0].output_tokens = 10;
+  SimOptions o = Options("punica", 2, Gpu());
+  ASSERT_TRUE(RunSimulation(reqs, o).ok());
+  o.autoscale.min_workers = 3;
+  EXPECT_EQ(RunSimulation(reqs, o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Percentile, NearestRank) {

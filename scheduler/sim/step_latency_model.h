@@ -3,10 +3,17 @@
 //   step_ms = base_ms + decode_ms_per_token * decode_tokens
 //           + prefill_ms_per_token * prefill_tokens
 //           + ms_per_distinct_adapter * distinct_adapters + adapter_load_ms * loads
+//           + ms_per_kv_token * kv_tokens
 //
 // `decode_tokens` = sequences decoding one token this step; `prefill_tokens` = prompt (or
 // recompute) tokens prefilled this step; `distinct_adapters` = LoRA segments in the batch;
-// `loads` = adapters copied into the worker's adapter cache for this step.
+// `loads` = adapters copied into the worker's adapter cache for this step; `kv_tokens` =
+// KV entries attention reads this step, summed over the step's sequences (each one's
+// context length after the step).
+//
+// On a GPU a decode step is bound by reading the weights once (base_ms), so it barely
+// grows with the batch: the per-token terms are small and the batch's growth is mostly
+// the KV read, which depends on context length rather than on the batch size as such.
 #ifndef LOOM_SCHEDULER_SIM_STEP_LATENCY_MODEL_H_
 #define LOOM_SCHEDULER_SIM_STEP_LATENCY_MODEL_H_
 
@@ -24,6 +31,7 @@ struct StepShape {
   int prefill_tokens = 0;
   int distinct_adapters = 0;
   int adapter_loads = 0;
+  int64_t kv_tokens = 0;
 };
 
 struct StepLatencyModel {
@@ -32,11 +40,13 @@ struct StepLatencyModel {
   double prefill_ms_per_token = 0;
   double ms_per_distinct_adapter = 0;
   double adapter_load_ms = 0;
+  double ms_per_kv_token = 0;
 
   double StepMs(const StepShape& s) const {
     return base_ms + decode_ms_per_token * s.decode_tokens +
            prefill_ms_per_token * s.prefill_tokens +
-           ms_per_distinct_adapter * s.distinct_adapters + adapter_load_ms * s.adapter_loads;
+           ms_per_distinct_adapter * s.distinct_adapters + adapter_load_ms * s.adapter_loads +
+           ms_per_kv_token * static_cast<double>(s.kv_tokens);
   }
 };
 
@@ -62,9 +72,10 @@ struct MeasuredStep {
   int prefill_tokens = 0;
   int distinct_adapters = 0;
   double step_ms = 0;
+  int64_t kv_tokens = 0;
 };
 
-// Least-squares fit of base, decode, prefill and distinct-adapter coefficients to
+// Least-squares fit of base, decode, prefill, distinct-adapter and KV-token coefficients to
 // measured steps. A column that never varies cannot be told apart from the intercept: its
 // coefficient is taken from `prior` and the rest is fitted. adapter_load_ms comes from
 // `prior`. InvalidArgument with fewer rows than fitted coefficients or a singular system.
@@ -73,9 +84,9 @@ absl::StatusOr<StepLatencyModel> FitStepLatency(absl::Span<const MeasuredStep> s
 
 // Overrides fields of `base` from a JSON object: any of "name", "base_ms",
 // "decode_ms_per_token", "prefill_ms_per_token", "ms_per_distinct_adapter",
-// "adapter_load_ms", "kv_pages", "kv_page_size", "max_batch_tokens",
+// "adapter_load_ms", "ms_per_kv_token", "kv_pages", "kv_page_size", "max_batch_tokens",
 // "adapter_cache_slots", and "measured_steps": [{"decode_tokens", "prefill_tokens",
-// "distinct_adapters", "step_ms"}, ...] which is fitted with FitStepLatency (after the
+// "distinct_adapters", "kv_tokens", "step_ms"}, ...] which is fitted with FitStepLatency (after the
 // explicit coefficients are applied as the prior). InvalidArgument on malformed JSON,
 // wrong types or non-positive capacities.
 absl::StatusOr<WorkerHardware> HardwareFromJson(std::string_view json, WorkerHardware base);
