@@ -47,6 +47,7 @@
 #include "models/kv_cache/paged_kv_cache.h"
 #include "models/llama/batch_plan.h"
 #include "models/llama/llama_model.h"
+#include "models/llama/bench_runner.h"
 #include "models/llama/bench_stats.h"
 #include "models/llama/read_bandwidth.h"
 #include "models/testing/test_model.h"
@@ -66,145 +67,12 @@ ABSL_FLAG(std::string, json_out, "", "also write the JSON line to this file");
 namespace loom {
 namespace {
 
-using bench::Argmax;
-using bench::Clock;
 using bench::Median;
-using bench::Seconds;
 
-// ---------------------------------------------------------------- model runs
-
-struct Config {
-  int batch = 0;
-  int prompt_len = 0;
-};
-
-absl::StatusOr<std::vector<Config>> ParseConfigs(const std::string& text) {
-  std::vector<Config> out;
-  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    std::vector<absl::string_view> bp = absl::StrSplit(item, absl::ByAnyChar("xX"));
-    Config c;
-    if (bp.size() != 2 || !absl::SimpleAtoi(bp[0], &c.batch) ||
-        !absl::SimpleAtoi(bp[1], &c.prompt_len) || c.batch < 1 || c.prompt_len < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("bad --configs item '", item, "'"));
-    }
-    out.push_back(c);
-  }
-  if (out.empty()) return absl::InvalidArgumentError("--configs is empty");
-  return out;
-}
-
-struct RunTimes {
-  double prefill_s = 0;
-  double decode_s = 0;
-};
-
-class Runner {
- public:
-  Runner(const LlamaModel* model, PagedKvCache* kv, int token_budget, int decode_steps)
-      : model_(model), kv_(kv), budget_(token_budget), steps_(decode_steps) {}
-
-  // Prefills `prompts` (one sequence each) and decodes; releases the sequences after.
-  absl::StatusOr<RunTimes> Run(const std::vector<std::vector<int32_t>>& prompts) {
-    const int B = static_cast<int>(prompts.size());
-    std::vector<int32_t> seqs(B), next(B);
-    for (int s = 0; s < B; ++s) {
-      seqs[s] = kv_->NewSequence();
-      absl::Status st =
-          kv_->Reserve(seqs[s], static_cast<int32_t>(prompts[s].size()) + steps_);
-      if (!st.ok()) return st;
-    }
-    RunTimes times;
-    absl::Status st = Prefill(prompts, seqs, &next, &times.prefill_s);
-    if (st.ok()) st = Decode(prompts, seqs, &next, &times.decode_s);
-    for (int32_t s : seqs) kv_->Release(s);
-    if (!st.ok()) return st;
-    return times;
-  }
-
- private:
-  // Runs `chunks` as one step and writes the argmax of each logits row to the chunk's
-  // sequence in `next` (chunks[c].kv_seq -> next[owner[c]]).
-  absl::Status Step(const std::vector<SequenceChunk>& chunks, const std::vector<int>& owner,
-                    std::vector<int32_t>* next) {
-    const int vocab = model_->config().vocab_size;
-    absl::StatusOr<BatchPlan> plan = BatchPlan::Build(chunks, *kv_, vocab);
-    if (!plan.ok()) return plan.status();
-    logits_.resize(plan->logit_tokens().size() * static_cast<size_t>(vocab));
-    absl::Status st = model_->Forward(*plan, kv_, &ws_, logits_.data());
-    if (!st.ok()) return st;
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      const auto [r0, r1] = plan->logit_rows(c);
-      if (r1 > r0) (*next)[owner[c]] = Argmax(logits_.data() + static_cast<size_t>(r1 - 1) * vocab, vocab);
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Prefill(const std::vector<std::vector<int32_t>>& prompts,
-                       const std::vector<int32_t>& seqs, std::vector<int32_t>* next,
-                       double* seconds) {
-    const Clock::time_point t0 = Clock::now();
-    std::vector<SequenceChunk> chunks;
-    std::vector<int> owner;
-    int in_step = 0;
-    for (size_t s = 0; s < prompts.size(); ++s) {
-      const int P = static_cast<int>(prompts[s].size());
-      for (int pos = 0; pos < P;) {
-        const int take = std::min(P - pos, budget_ - in_step);
-        SequenceChunk c;
-        c.kv_seq = seqs[s];
-        c.start_pos = pos;
-        c.tokens.assign(prompts[s].begin() + pos, prompts[s].begin() + pos + take);
-        c.logits = pos + take == P ? SequenceChunk::Logits::kLast : SequenceChunk::Logits::kNone;
-        chunks.push_back(std::move(c));
-        owner.push_back(static_cast<int>(s));
-        pos += take;
-        in_step += take;
-        if (in_step == budget_) {
-          absl::Status st = Step(chunks, owner, next);
-          if (!st.ok()) return st;
-          chunks.clear();
-          owner.clear();
-          in_step = 0;
-        }
-      }
-    }
-    if (!chunks.empty()) {
-      absl::Status st = Step(chunks, owner, next);
-      if (!st.ok()) return st;
-    }
-    *seconds = Seconds(t0, Clock::now());
-    return absl::OkStatus();
-  }
-
-  absl::Status Decode(const std::vector<std::vector<int32_t>>& prompts,
-                      const std::vector<int32_t>& seqs, std::vector<int32_t>* next,
-                      double* seconds) {
-    const int B = static_cast<int>(prompts.size());
-    std::vector<int> owner(B);
-    for (int s = 0; s < B; ++s) owner[s] = s;
-    std::vector<SequenceChunk> chunks(B);
-    const Clock::time_point t0 = Clock::now();
-    for (int step = 0; step < steps_; ++step) {
-      for (int s = 0; s < B; ++s) {
-        chunks[s].kv_seq = seqs[s];
-        chunks[s].start_pos = static_cast<int32_t>(prompts[s].size()) + step;
-        chunks[s].tokens.assign(1, (*next)[s]);
-        chunks[s].logits = SequenceChunk::Logits::kLast;
-      }
-      absl::Status st = Step(chunks, owner, next);
-      if (!st.ok()) return st;
-    }
-    *seconds = Seconds(t0, Clock::now());
-    return absl::OkStatus();
-  }
-
-  const LlamaModel* model_;
-  PagedKvCache* kv_;
-  const int budget_;
-  const int steps_;
-  ForwardWorkspace ws_;
-  std::vector<float> logits_;
-};
+using bench::Config;
+using bench::ParseConfigs;
+using bench::RunTimes;
+using bench::Runner;
 
 // Weight bytes one decode step of one token reads (see the file comment).
 size_t WeightBytesPerToken(const ModelSource& src) {
@@ -254,23 +122,16 @@ absl::Status Main() {
   const LlamaConfig& cfg = (*model)->config();
 
   KvCacheOptions kvo;
-  int32_t pages = 0;
-  for (const Config& c : *configs) {
-    const int32_t per_seq = (c.prompt_len + steps + kvo.page_size - 1) / kvo.page_size;
-    pages = std::max(pages, per_seq * c.batch);
-  }
-  kvo.n_pages = pages;
+  kvo.n_pages = bench::PagesFor(*configs, steps, kvo.page_size);
   absl::StatusOr<std::unique_ptr<PagedKvCache>> kv = PagedKvCache::Create(cfg, kvo);
   if (!kv.ok()) return kv.status();
 
   Runner runner(model->get(), kv->get(), budget, steps);
-  std::mt19937 rng(absl::GetFlag(FLAGS_seed));
   std::vector<Result> results;
-  for (const Config& c : *configs) {
-    std::vector<std::vector<int32_t>> prompts(c.batch, std::vector<int32_t>(c.prompt_len));
-    for (auto& p : prompts) {
-      for (int32_t& t : p) t = 3 + static_cast<int32_t>(rng() % std::min(49000, cfg.vocab_size - 3));
-    }
+  for (size_t ci = 0; ci < configs->size(); ++ci) {
+    const Config& c = (*configs)[ci];
+    const std::vector<std::vector<int32_t>> prompts = bench::RandomPrompts(
+        c, cfg.vocab_size, absl::GetFlag(FLAGS_seed) + static_cast<uint32_t>(ci));
     if (absl::StatusOr<RunTimes> w = runner.Run(prompts); !w.ok()) return w.status();
     std::vector<double> pre, dec;
     for (int r = 0; r < runs; ++r) {

@@ -26,6 +26,21 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
       new LlamaModel(std::move(source), *std::move(w), backend, lora));
 }
 
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateQuantized(
+    std::unique_ptr<ModelSource> source, QuantizedWeights quantized, kernels::Backend* backend,
+    kernels::quant::AtomKernels* atom, kernels::LoraOps* lora) {
+  if (atom == nullptr) {
+    return absl::InvalidArgumentError("LlamaModel: the quantized mode needs Atom kernels");
+  }
+  if (source == nullptr) return absl::InvalidArgumentError("LlamaModel: source is required");
+  if (absl::Status s = quantized.Validate(source->config()); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<LlamaModel>> m = Create(std::move(source), backend, lora);
+  if (!m.ok()) return m.status();
+  (*m)->quant_ = std::move(quantized);
+  (*m)->atom_ = atom;
+  return m;
+}
+
 void LlamaModel::Embed(const BatchPlan& plan, float* x) const {
   const kernels::WeightMatrix& e = weights_.token_embd;
   for (int t = 0; t < plan.n_tokens(); ++t) {
@@ -115,6 +130,63 @@ void LlamaModel::FeedForward(int layer, const BatchPlan& plan, ForwardWorkspace*
   AddInPlace(ws->x.data(), ws->proj.data(), static_cast<size_t>(n) * c.hidden);
 }
 
+void LlamaModel::QuantAttention(int layer, const BatchPlan& plan, PagedKvCache* kv,
+                                ForwardWorkspace* ws) const {
+  const LlamaConfig& c = config();
+  const LlamaLayerWeights& L = weights_.layers[layer];
+  const QuantizedLayerWeights& Q = quant_->layers[layer];
+  const int n = plan.n_tokens();
+  kernels::Backend& be = *backend_;
+  kernels::quant::AtomKernels& atom = *atom_;
+  // xn = permute(RMSNorm(x)) in attn_norm order: q/k/v's quantized input and LoRA's input.
+  atom.RmsNormQuantize(ws->x.data(), L.attn_norm.data(), n, c.rms_eps, Q.attn_norm_perm,
+                       Q.q.spec, &ws->atom, ws->xn.data());
+  const int qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
+  atom.MatMul(Q.q, ws->atom, ws->q.data());
+  ApplyLora(plan, layer, Projection::kQ, ws->xn.data(), c.hidden, qd, ws->q.data(), ws);
+  atom.MatMul(Q.k, ws->atom, ws->k.data());
+  ApplyLora(plan, layer, Projection::kK, ws->xn.data(), c.hidden, kvd, ws->k.data(), ws);
+  atom.MatMul(Q.v, ws->atom, ws->v.data());
+  ApplyLora(plan, layer, Projection::kV, ws->xn.data(), c.hidden, kvd, ws->v.data(), ws);
+  const bool adjacent = c.rope_layout == RopeLayout::kAdjacentPairs;
+  be.Rope(ws->q.data(), plan.positions().data(), n, c.n_heads, c.head_dim, c.rope_theta,
+          adjacent);
+  be.Rope(ws->k.data(), plan.positions().data(), n, c.n_kv_heads, c.head_dim, c.rope_theta,
+          adjacent);
+  const kernels::AttentionBatch batch = plan.attention();
+  be.AppendKv(kv->layout(), batch, ws->k.data(), ws->v.data(), kv->k_pool(layer),
+              kv->v_pool(layer));
+  be.PagedAttention(kv->layout(), batch, ws->q.data(), c.n_heads, kv->k_pool(layer),
+                    kv->v_pool(layer), ws->attn.data());
+  atom.Quantize(ws->attn.data(), n, Q.attn_out_perm, Q.o.spec, &ws->atom, ws->xp.data());
+  atom.MatMul(Q.o, ws->atom, ws->proj.data());
+  ApplyLora(plan, layer, Projection::kO, ws->xp.data(), qd, c.hidden, ws->proj.data(), ws);
+  AddInPlace(ws->x.data(), ws->proj.data(), static_cast<size_t>(n) * c.hidden);
+}
+
+void LlamaModel::QuantFeedForward(int layer, const BatchPlan& plan, ForwardWorkspace* ws) const {
+  const int n = plan.n_tokens();
+  const LlamaConfig& c = config();
+  const LlamaLayerWeights& L = weights_.layers[layer];
+  const QuantizedLayerWeights& Q = quant_->layers[layer];
+  kernels::quant::AtomKernels& atom = *atom_;
+  atom.RmsNormQuantize(ws->x.data(), L.ffn_norm.data(), n, c.rms_eps, Q.ffn_norm_perm,
+                       Q.gate.spec, &ws->atom, ws->xn.data());
+  // gate/up rows come out in silu_mul order (so do the permuted adapters' B rows).
+  atom.MatMul(Q.gate, ws->atom, ws->gate.data());
+  ApplyLora(plan, layer, Projection::kGate, ws->xn.data(), c.hidden, c.intermediate,
+            ws->gate.data(), ws);
+  atom.MatMul(Q.up, ws->atom, ws->up.data());
+  ApplyLora(plan, layer, Projection::kUp, ws->xn.data(), c.hidden, c.intermediate,
+            ws->up.data(), ws);
+  atom.SiluMulQuantize(ws->gate.data(), ws->up.data(), n, Q.down.spec, &ws->atom,
+                       ws->ffh.data());
+  atom.MatMul(Q.down, ws->atom, ws->proj.data());
+  ApplyLora(plan, layer, Projection::kDown, ws->ffh.data(), c.intermediate, c.hidden,
+            ws->proj.data(), ws);
+  AddInPlace(ws->x.data(), ws->proj.data(), static_cast<size_t>(n) * c.hidden);
+}
+
 absl::Status LlamaModel::Forward(const BatchPlan& plan, PagedKvCache* kv, ForwardWorkspace* ws,
                                  float* logits) const {
   const LlamaConfig& c = config();
@@ -133,6 +205,10 @@ absl::Status LlamaModel::Forward(const BatchPlan& plan, PagedKvCache* kv, Forwar
   Grow(ws->proj, nt * c.hidden);
   Grow(ws->gate, nt * c.intermediate);
   Grow(ws->up, nt * c.intermediate);
+  if (quant_) {
+    Grow(ws->xp, nt * c.n_heads * c.head_dim);
+    Grow(ws->ffh, nt * c.intermediate);
+  }
   if (!plan.adapter_segments().empty()) {
     if (lora_ == nullptr) {
       return absl::FailedPreconditionError("Forward: adapters requested but no LoRA kernels");
@@ -142,8 +218,13 @@ absl::Status LlamaModel::Forward(const BatchPlan& plan, PagedKvCache* kv, Forwar
 
   Embed(plan, ws->x.data());
   for (int l = 0; l < c.n_layers; ++l) {
-    Attention(l, plan, kv, ws);
-    FeedForward(l, plan, ws);
+    if (quant_) {
+      QuantAttention(l, plan, kv, ws);
+      QuantFeedForward(l, plan, ws);
+    } else {
+      Attention(l, plan, kv, ws);
+      FeedForward(l, plan, ws);
+    }
   }
   const auto& rows = plan.logit_tokens();
   if (rows.empty()) return absl::OkStatus();

@@ -1,18 +1,33 @@
 // A Llama-architecture model (GQA, RMSNorm, rope, SwiGLU, tied or untied output) running
 // on a kernels::Backend over a paged KV cache. One Forward call runs a whole step: prefill
 // chunks and decode tokens of many sequences, described by one BatchPlan.
+//
+// Quantized mode (CreateQuantized): the seven linear layers of every layer run as Atom
+// quantized linears (kernels/quant/atom_format.h) on AtomKernels; everything else
+// (embedding, norms' weights, attention, output head) as in the unquantized model. Per layer:
+//   RmsNormQuantize(x, attn_norm.perm) -> q, k, v     (LoRA reads the permuted normed rows)
+//   attention (original order) -> Quantize(attn_out.perm) -> o
+//   RmsNormQuantize(x, ffn_norm.perm) -> gate, up     (outputs in silu_mul.perm order)
+//   SiluMulQuantize -> down
+// The residual stream stays in the original channel order. Adapters must be permuted to the
+// model's channel orders first (models/lora/adapter_permutation.h): lora_A input columns
+// like the base weight's, gate/up lora_B rows by silu_mul.perm. The unquantized path is
+// unchanged by all this.
 #ifndef LOOM_MODELS_LLAMA_LLAMA_MODEL_H_
 #define LOOM_MODELS_LLAMA_LLAMA_MODEL_H_
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
 #include "kernels/lora_ops.h"
+#include "kernels/quant/atom_format.h"
 #include "models/kv_cache/paged_kv_cache.h"
 #include "models/llama/batch_plan.h"
 #include "models/llama/llama_weights.h"
+#include "models/llama/quantized_weights.h"
 #include "models/weights/model_source.h"
 
 namespace loom {
@@ -43,6 +58,10 @@ struct ForwardWorkspace {
   kernels::ActivationPack pack;
   std::vector<float> lora_v;   // [T, max_rank] LoRA shrink intermediate
   std::vector<kernels::LoraSegment> lora_segs;
+  // Quantized mode only:
+  kernels::quant::AtomActivations atom;  // the current linear input, quantized
+  std::vector<float> xp;       // [T, n_heads * head_dim] attention output, permuted
+  std::vector<float> ffh;      // [T, intermediate] SiLU(gate)*up, in silu_mul order
   ActivationTap* tap = nullptr;  // not owned; null = no observation (the normal case)
 };
 
@@ -53,6 +72,21 @@ class LlamaModel {
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
       std::unique_ptr<ModelSource> source, kernels::Backend* backend,
       kernels::LoraOps* lora = nullptr);
+
+  // The quantized mode: `quantized` replaces the seven linears of every layer (validated
+  // against source's config: InvalidArgument on any mismatch); `atom` runs them. `backend`
+  // still runs everything else; `atom` (and `lora`) must outlive the model.
+  // Activation taps are not observed in this mode.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> CreateQuantized(
+      std::unique_ptr<ModelSource> source, QuantizedWeights quantized,
+      kernels::Backend* backend, kernels::quant::AtomKernels* atom,
+      kernels::LoraOps* lora = nullptr);
+
+  // The quantized linears, or nullptr for an unquantized model.
+  const QuantizedWeights* quantized() const { return quant_ ? &*quant_ : nullptr; }
+  kernels::quant::QuantScheme scheme() const {
+    return quant_ ? quant_->scheme : kernels::quant::QuantScheme::kNone;
+  }
 
   const LlamaConfig& config() const { return source_->config(); }
   const ModelSource& source() const { return *source_; }
@@ -78,11 +112,16 @@ class LlamaModel {
   void Embed(const BatchPlan& plan, float* x) const;
   void Attention(int layer, const BatchPlan& plan, PagedKvCache* kv, ForwardWorkspace* ws) const;
   void FeedForward(int layer, const BatchPlan& plan, ForwardWorkspace* ws) const;
+  void QuantAttention(int layer, const BatchPlan& plan, PagedKvCache* kv,
+                      ForwardWorkspace* ws) const;
+  void QuantFeedForward(int layer, const BatchPlan& plan, ForwardWorkspace* ws) const;
 
   std::unique_ptr<ModelSource> source_;
   LlamaWeights weights_;
   kernels::Backend* backend_;
   kernels::LoraOps* lora_;
+  std::optional<QuantizedWeights> quant_;
+  kernels::quant::AtomKernels* atom_ = nullptr;
 };
 
 }  // namespace loom
