@@ -4,7 +4,7 @@
 
 namespace loom::quant {
 
-std::string_view QuantActivationName(QuantActivation a) {
+const char* QuantActivationName(QuantActivation a) {
   switch (a) {
     case QuantActivation::kAttnNorm: return "attn_norm";
     case QuantActivation::kAttnOut: return "attn_out";
@@ -14,7 +14,7 @@ std::string_view QuantActivationName(QuantActivation a) {
   return "?";
 }
 
-std::string_view QuantProjectionName(QuantProjection p) {
+const char* QuantProjectionName(QuantProjection p) {
   switch (p) {
     case QuantProjection::kQ: return "attn_q";
     case QuantProjection::kK: return "attn_k";
@@ -40,7 +40,7 @@ QuantActivation InputOf(QuantProjection p) {
   return QuantActivation::kAttnNorm;
 }
 
-std::string QuantTensorName(int layer, QuantProjection p, std::string_view part) {
+std::string QuantTensorName(int layer, QuantProjection p, const std::string& part) {
   return absl::StrCat("blk.", layer, ".", QuantProjectionName(p), ".", part);
 }
 

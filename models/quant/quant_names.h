@@ -20,16 +20,16 @@ enum class QuantProjection : int { kQ = 0, kK, kV, kO, kGate, kUp, kDown };
 inline constexpr int kNumQuantProjections = 7;
 
 // "attn_norm", "attn_out", "ffn_norm", "silu_mul" (the JSON keys and tensor prefixes).
-std::string_view QuantActivationName(QuantActivation a);
+const char* QuantActivationName(QuantActivation a);
 // GGUF names: "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down".
-std::string_view QuantProjectionName(QuantProjection p);
+const char* QuantProjectionName(QuantProjection p);
 // The activation a projection reads.
 QuantActivation InputOf(QuantProjection p);
 
 // Tensor names of the checkpoint (model.safetensors):
 //   "blk.{layer}.{projection}.{part}" with part in qweight, scales, qweight_outlier,
 //   outlier_scales; "blk.{layer}.{activation}.perm".
-std::string QuantTensorName(int layer, QuantProjection p, std::string_view part);
+std::string QuantTensorName(int layer, QuantProjection p, const std::string& part);
 std::string PermTensorName(int layer, QuantActivation a);
 // The base model's float weight: "blk.{layer}.{projection}.weight".
 std::string BaseWeightName(int layer, QuantProjection p);

@@ -39,6 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/quant/atom_format.h"
+#include "kernels/quant/weight_packing.h"
 #include "models/model_config.h"
 #include "models/quant/quant_names.h"
 #include "nlohmann/json.hpp"
@@ -147,18 +148,9 @@ class QuantizedCheckpoint {
   std::vector<QuantizedLayerView> layers_;
 };
 
-// One projection's quantized weight as the writer takes it (the reader's view, owned).
-struct QuantizedLinear {
-  kernels::quant::QuantSpec spec;
-  int64_t rows = 0;
-  std::vector<uint8_t> q;              // [rows, spec.weight_row_bytes()]
-  std::vector<float> scales;           // [rows, spec.n_groups()]
-  std::vector<int8_t> q_outlier;       // [rows, spec.n_outliers]
-  std::vector<float> outlier_scales;   // [rows] (empty when no outliers)
-};
-
+// One layer as the writer takes it: owned weights (kernels/quant/weight_packing.h).
 struct QuantizedLayer {
-  std::array<QuantizedLinear, kNumQuantProjections> proj;     // by QuantProjection
+  std::array<kernels::quant::AtomWeight, kNumQuantProjections> proj;  // by QuantProjection
   std::array<std::vector<int32_t>, kNumQuantActivations> perm;  // by QuantActivation
 };
 

@@ -1,0 +1,54 @@
+#include "models/quant/quant_options.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace loom::quant {
+
+std::array<int, kNumQuantActivations> ActivationWidths(const LlamaConfig& c) {
+  return {c.hidden, c.n_heads * c.head_dim, c.hidden, c.intermediate};
+}
+
+absl::StatusOr<OutlierCounts> ResolveOutlierCounts(const std::array<int, kNumQuantActivations>& k,
+                                                   const QuantOptions& o) {
+  if (o.scheme == kernels::quant::QuantScheme::kNone) {
+    return absl::InvalidArgumentError("quantize: scheme 'none' has nothing to quantize");
+  }
+  const int g = o.group_size;
+  if (g <= 0 || g % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group size ", g, " must be positive and even"));
+  }
+  OutlierCounts out{};
+  for (int a = 0; a < kNumQuantActivations; ++a) {
+    const char* name = QuantActivationName(static_cast<QuantActivation>(a));
+    if (g > k[a]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group size ", g, " does not fit activation ", name, " (", k[a], " channels)"));
+    }
+    int n = o.outliers[a];
+    const bool automatic = n < 0;
+    if (automatic) n = k[a] % g != 0 ? k[a] % g : o.default_outliers;
+    if (n < 0 || n >= k[a] || (k[a] - n) % g != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          automatic ? "default " : "", "outlier count ", n, " for ", name, " (", k[a],
+          " channels) leaves ", k[a] - n, " normal channels, not a positive multiple of the group size ", g,
+          "; use a count c with (", k[a], " - c) % ", g, " == 0, e.g. ", k[a] % g));
+    }
+    out[a] = n;
+  }
+  return out;
+}
+
+absl::Status ValidateClipSearch(const ClipSearchMeta& c) {
+  if (!(c.min_ratio > 0 && c.min_ratio <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("clip search min_ratio ", c.min_ratio, " is not in (0, 1]"));
+  }
+  if (c.steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("clip search steps ", c.steps, " < 1"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace loom::quant

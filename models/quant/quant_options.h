@@ -1,0 +1,43 @@
+// What the quantizer is asked to do, and the checks that refuse what it cannot do.
+#ifndef LOOM_MODELS_QUANT_QUANT_OPTIONS_H_
+#define LOOM_MODELS_QUANT_QUANT_OPTIONS_H_
+
+#include <array>
+
+#include "absl/status/statusor.h"
+#include "kernels/quant/atom_format.h"
+#include "models/model_config.h"
+#include "models/quant/quantized_checkpoint.h"
+
+namespace loom::quant {
+
+struct QuantOptions {
+  kernels::quant::QuantScheme scheme = kernels::quant::QuantScheme::kW4A4;
+  int group_size = 128;
+  // Per activation (QuantActivation order); -1 = automatic: k % group_size when that is
+  // non-zero (SmolLM2's 576 -> 64), else default_outliers (1536 -> 128).
+  OutlierCounts outliers = {-1, -1, -1, -1};
+  int default_outliers = 128;
+  ClipSearchMeta clip_search;
+  bool gptq = false;
+  double gptq_damp = 0.01;  // times the mean of diag(H), added to the diagonal
+  int threads = 1;
+};
+
+// Input channels of each activation (QuantActivation order): hidden, n_heads * head_dim,
+// hidden, intermediate.
+std::array<int, kNumQuantActivations> ActivationWidths(const LlamaConfig& c);
+
+// The outlier count of every activation, or InvalidArgument naming the activation when:
+// the scheme is kNone; the group is not positive and even or wider than an activation; a
+// count is outside [0, k) or leaves k - count not a multiple of the group; the automatic
+// default does so.
+absl::StatusOr<OutlierCounts> ResolveOutlierCounts(const std::array<int, kNumQuantActivations>& k,
+                                                   const QuantOptions& o);
+
+// InvalidArgument unless min_ratio in (0, 1] and steps >= 1 (steps == 1 means RTN).
+absl::Status ValidateClipSearch(const ClipSearchMeta& c);
+
+}  // namespace loom::quant
+
+#endif  // LOOM_MODELS_QUANT_QUANT_OPTIONS_H_
