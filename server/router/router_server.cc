@@ -1,0 +1,232 @@
+#include "server/router/router_server.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "scheduler/cluster/cluster_frontend.h"
+#include "server/bearer_auth.h"
+#include "server/metrics/http_endpoint.h"
+#include "server/metrics/server_metrics.h"
+#include "server/router/router_metrics.h"
+#include "server/router/router_model.h"
+#include "server/router/router_services.h"
+#include "server/router/worker_addresses.h"
+#include "spdlog/spdlog.h"
+
+namespace loom {
+
+absl::Status RouterSettings::Validate() const {
+  if (absl::StatusOr<std::vector<WorkerSpecItem>> items = ParseWorkerSpec(workers);
+      !items.ok()) {
+    return items.status();
+  }
+  if (placement != "punica" && placement != "round_robin" && placement != "least_loaded") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "placement: '%s' is not punica, round_robin or least_loaded", placement));
+  }
+  if (max_batch_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max_batch_size: %d must be >= 1", max_batch_size));
+  }
+  if (resolve_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("resolve_interval must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+std::string Address(const std::string& host, int port) { return JoinHostPort(host, port); }
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return absl::NotFoundError(absl::StrFormat("cannot read '%s'", path));
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
+  std::fclose(f);
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& o) {
+  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  absl::StatusOr<std::string> cert = ReadFile(o.tls_cert), key = ReadFile(o.tls_key);
+  if (!cert.ok()) return cert.status();
+  if (!key.ok()) return key.status();
+  pair.cert_chain = *cert;
+  pair.private_key = *key;
+  ssl.pem_key_cert_pairs.push_back(pair);
+  if (!o.tls_client_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadFile(o.tls_client_ca);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
+    const std::string& address, const std::shared_ptr<grpc::ServerCredentials>& creds,
+    grpc::Service* service, const char* service_name) {
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  builder.AddListeningPort(address, creds, &bound);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound == 0) {
+    return absl::UnavailableError(absl::StrFormat("cannot listen on %s", address));
+  }
+  server->GetHealthCheckService()->SetServingStatus(service_name, true);
+  server->GetHealthCheckService()->SetServingStatus(true);
+  spdlog::info("event=listening service={} address={} port={}", service_name, address, bound);
+  return server;
+}
+
+// Adds a worker for every resolved address not known yet.
+void AddNewWorkers(const std::vector<WorkerSpecItem>& items, const WorkerFactory& factory,
+                   ClusterFrontend* frontend) {
+  absl::StatusOr<std::vector<std::string>> addrs = ResolveWorkers(items);
+  if (!addrs.ok()) {
+    spdlog::warn("event=resolve_failed error=\"{}\"", std::string(addrs.status().message()));
+    return;
+  }
+  for (const std::string& a : *addrs) {
+    if (frontend->HasWorker(a)) continue;
+    absl::StatusOr<std::unique_ptr<Worker>> w = factory(a);
+    if (!w.ok()) {
+      spdlog::warn("event=worker_create_failed worker={} error=\"{}\"", a,
+                   std::string(w.status().message()));
+      continue;
+    }
+    if (absl::Status s = frontend->AddWorker(*std::move(w)); s.ok()) {
+      spdlog::info("event=worker_added worker={}", a);
+    }
+  }
+}
+
+int WaitForSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0) {
+  }
+  return sig;
+}
+
+}  // namespace
+
+absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
+                         const WorkerFactory& factory) {
+  if (absl::Status s = r.Validate(); !s.ok()) return s;
+  absl::StatusOr<std::vector<WorkerSpecItem>> items = ParseWorkerSpec(r.workers);
+  if (!items.ok()) return items.status();
+  ServerMetrics metrics;
+  HttpEndpoint http;
+  if (o.metrics_port > 0) {
+    if (absl::Status s = http.Start(o.metrics_host, o.metrics_port, &metrics); !s.ok()) {
+      return s;
+    }
+    spdlog::info("event=listening service=http address={}", Address(o.metrics_host, http.port()));
+  }
+  absl::StatusOr<RouterModel> model = LoadRouterModel(o.model, o.max_context);
+  if (!model.ok()) return model.status();
+  spdlog::info("event=tokenizer_loaded name={} context={}", model->serving->name,
+               model->max_context);
+
+  ClusterOptions co;
+  co.policy = r.placement;
+  co.placement.max_batch_size = r.max_batch_size;
+  co.placement.kv_page_size = o.kv_page_size;
+  co.max_queued = static_cast<size_t>(std::max(o.max_queued, 1));
+  co.consolidation_interval = r.consolidation_interval;
+  co.idle_grace = r.idle_grace;
+  co.max_context = model->max_context;
+  absl::StatusOr<std::unique_ptr<ClusterFrontend>> frontend =
+      ClusterFrontend::Create(model->serving->tokenizer.get(), co);
+  if (!frontend.ok()) return frontend.status();
+  ClusterFrontend* fe = frontend->get();
+  AddNewWorkers(*items, factory, fe);
+
+  RouterMetrics router_metrics(&metrics);
+  metrics.SetScrapeHook([&] { router_metrics.Update(fe->GetStatus()); });
+
+  absl::Notification stop_resolver;
+  std::thread resolver([&] {
+    while (!stop_resolver.WaitForNotificationWithTimeout(r.resolve_interval)) {
+      AddNewWorkers(*items, factory, fe);
+    }
+  });
+
+  BearerAuth auth;
+  if (!o.admin_token_file.empty()) {
+    absl::StatusOr<BearerAuth> a = BearerAuth::FromFile(o.admin_token_file);
+    if (!a.ok()) return a.status();
+    auth = *std::move(a);
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = Credentials(o);
+  std::atomic<bool> serving{false};
+  RouterInferenceService inference(model->serving.get(), model->max_context, fe, &metrics,
+                                   &serving);
+  RouterAdminService admin(model->serving.get(), fe, std::move(auth), &serving,
+                           o.kv_page_size);
+  absl::Status result = absl::OkStatus();
+  std::unique_ptr<grpc::Server> inference_server, admin_server;
+  if (!creds.ok()) {
+    result = creds.status();
+  } else {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    absl::StatusOr<std::unique_ptr<grpc::Server>> is =
+        StartServer(Address(o.host, o.port), *creds, &inference, "loom.v1.Inference");
+    absl::StatusOr<std::unique_ptr<grpc::Server>> as =
+        is.ok() ? StartServer(Address(o.admin_host, o.admin_port), *creds, &admin,
+                              "loom.v1.Admin")
+                : absl::StatusOr<std::unique_ptr<grpc::Server>>(is.status());
+    if (is.ok()) inference_server = *std::move(is);
+    if (as.ok()) admin_server = *std::move(as);
+    if (!as.ok()) result = as.status();
+  }
+  if (result.ok()) {
+    serving.store(true, std::memory_order_release);
+    metrics.SetReady(true);
+    spdlog::info("event=ready role=router placement={} max_batch_size={}", r.placement,
+                 r.max_batch_size);
+    const int sig = WaitForSignal();
+    spdlog::info("event=shutdown signal={} grace_seconds={:.1f}", sig,
+                 absl::ToDoubleSeconds(o.shutdown_grace));
+    serving.store(false, std::memory_order_release);
+    metrics.SetReady(false);
+    inference_server->GetHealthCheckService()->SetServingStatus(false);
+  }
+  std::thread stopper([&] {
+    if (inference_server) {
+      inference_server->Shutdown(
+          absl::ToChronoTime(absl::Now() + o.shutdown_grace + absl::Seconds(5)));
+    }
+  });
+  fe->Shutdown(o.shutdown_grace);
+  stopper.join();
+  if (admin_server) admin_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  stop_resolver.Notify();
+  resolver.join();
+  http.Stop();
+  metrics.SetScrapeHook(nullptr);
+  frontend->reset();
+  spdlog::info("event=stopped");
+  return result;
+}
+
+}  // namespace loom

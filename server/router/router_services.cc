@@ -1,0 +1,174 @@
+#include "server/router/router_services.h"
+
+#include "absl/strings/str_format.h"
+#include "server/admin_service.h"
+#include "server/request_conversion.h"
+#include "server/router/router_generate_reactor.h"
+#include "server/status_mapping.h"
+#include "spdlog/spdlog.h"
+
+namespace loom {
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* RouterInferenceService::Generate(
+    grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
+  return new RouterGenerateReactor({model_, frontend_, metrics_, serving_}, ctx, request);
+}
+
+grpc::ServerUnaryReactor* RouterInferenceService::Tokenize(grpc::CallbackServerContext* ctx,
+                                                           const v1::TokenizeRequest* request,
+                                                           v1::TokenizeResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<std::vector<int32_t>> ids;
+  switch (request->input_case()) {
+    case v1::TokenizeRequest::kText:
+      ids = TokenizeText(*model_, request->text());
+      break;
+    case v1::TokenizeRequest::kChat:
+      ids = TokenizeChat(*model_, request->chat());
+      break;
+    default:
+      ids = absl::InvalidArgumentError("input: exactly one of text or chat must be set");
+  }
+  if (!ids.ok()) {
+    reactor->Finish(ToGrpcStatus(ids.status()));
+    return reactor;
+  }
+  for (int32_t id : *ids) {
+    response->add_token_ids(id);
+    if (request->return_pieces()) {
+      absl::StatusOr<std::string_view> bytes = model_->tokenizer->TokenBytes(id);
+      response->add_pieces(bytes.ok() ? std::string(*bytes) : std::string());
+    }
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RouterInferenceService::ListModels(
+    grpc::CallbackServerContext* ctx, const v1::ListModelsRequest* request,
+    v1::ListModelsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  v1::ModelInfo* base = response->add_models();
+  base->set_id(model_->name);
+  base->set_kind(v1::ModelInfo::KIND_BASE);
+  base->set_max_context(max_context_);
+  bool any_up = false;
+  for (const ClusterWorkerStatus& w : frontend_->GetStatus().workers) any_up |= w.up;
+  base->set_ready(any_up);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+void FillRouterStatus(const ClusterStatus& s, const std::string& base_model,
+                      int kv_page_tokens, v1::GetStatusResponse* out) {
+  out->set_role("router");
+  out->set_base_model(base_model);
+  int running = 0, queued = static_cast<int>(s.queued);
+  int64_t used = 0, free = 0;
+  for (const ClusterWorkerStatus& w : s.workers) {
+    v1::WorkerStatus* ws = out->add_workers();
+    ws->set_id(w.name);
+    ws->set_backend("remote");
+    ws->set_running(w.load.running);
+    ws->set_queued(w.load.queued);
+    ws->set_kv_pages_free(w.load.kv_pages_free);
+    ws->set_kv_pages_used(int64_t{w.load.kv_pages_total} - w.load.kv_pages_free);
+    ws->set_kv_page_tokens(kv_page_tokens);
+    ws->set_steps(static_cast<int64_t>(w.load.steps));
+    for (const std::string& a : w.load.resident_adapters) ws->add_resident_adapters(a);
+    ws->set_up(w.up);
+    ws->set_draining(w.draining);
+    ws->set_idle(w.idle);
+    ws->set_assigned(w.assigned);
+    if (w.up) {
+      running += w.load.running;
+      queued += w.load.queued;
+      used += int64_t{w.load.kv_pages_total} - w.load.kv_pages_free;
+      free += w.load.kv_pages_free;
+    }
+  }
+  out->set_running(running);
+  out->set_queued(queued);
+  out->set_kv_pages_used(used);
+  out->set_kv_pages_free(free);
+  for (const std::string& n : s.idle_workers) out->add_idle_workers(n);
+  out->set_want_more_workers(s.want_more);
+  out->set_migrations(s.migrations);
+  out->set_failovers(s.failovers);
+}
+
+bool RouterAdminService::Authorized(grpc::CallbackServerContext* ctx,
+                                    grpc::ServerUnaryReactor* reactor) const {
+  if (!auth_.required()) return true;
+  std::string_view header;
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("authorization");
+  if (it != md.end()) header = std::string_view(it->second.data(), it->second.size());
+  absl::Status s = auth_.Check(header);
+  if (s.ok()) return true;
+  spdlog::warn("event=admin_unauthenticated peer={}", ctx->peer());
+  reactor->Finish(ToGrpcStatus(s));
+  return false;
+}
+
+grpc::ServerUnaryReactor* RouterAdminService::NotOnRouter(grpc::CallbackServerContext* ctx) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!Authorized(ctx, reactor)) return reactor;
+  reactor->Finish(grpc::Status(
+      grpc::StatusCode::UNIMPLEMENTED,
+      "adapters are managed on the workers, not the router: workers load them on demand "
+      "from their --adapter_roots, or use loomctl --addr WORKER_ADMIN_ADDRESS"));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RouterAdminService::LoadAdapter(grpc::CallbackServerContext* ctx,
+                                                          const v1::LoadAdapterRequest*,
+                                                          v1::LoadAdapterResponse*) {
+  return NotOnRouter(ctx);
+}
+grpc::ServerUnaryReactor* RouterAdminService::UnloadAdapter(grpc::CallbackServerContext* ctx,
+                                                            const v1::UnloadAdapterRequest*,
+                                                            v1::UnloadAdapterResponse*) {
+  return NotOnRouter(ctx);
+}
+grpc::ServerUnaryReactor* RouterAdminService::ListAdapters(grpc::CallbackServerContext* ctx,
+                                                           const v1::ListAdaptersRequest*,
+                                                           v1::ListAdaptersResponse*) {
+  return NotOnRouter(ctx);
+}
+
+grpc::ServerUnaryReactor* RouterAdminService::GetStatus(grpc::CallbackServerContext* ctx,
+                                                        const v1::GetStatusRequest*,
+                                                        v1::GetStatusResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!Authorized(ctx, reactor)) return reactor;
+  FillRouterStatus(frontend_->GetStatus(), model_->name, kv_page_tokens_, response);
+  response->set_version(kLoomVersion);
+  response->set_uptime_seconds(absl::ToInt64Seconds(absl::Now() - start_));
+  response->set_serving(serving_->load(std::memory_order_acquire));
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RouterAdminService::DrainWorker(grpc::CallbackServerContext* ctx,
+                                                          const v1::DrainWorkerRequest* request,
+                                                          v1::DrainWorkerResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!Authorized(ctx, reactor)) return reactor;
+  int assigned = 0;
+  for (const ClusterWorkerStatus& w : frontend_->GetStatus().workers) {
+    if (w.name == request->worker()) assigned = w.assigned;
+  }
+  absl::Status s = frontend_->Drain(request->worker(), request->undrain());
+  if (!s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  spdlog::info("event={} worker={} requests={}", request->undrain() ? "undrain" : "drain",
+               request->worker(), assigned);
+  response->set_moving_requests(request->undrain() ? 0 : assigned);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace loom
