@@ -1,0 +1,221 @@
+#include "kernels/cpu/quant/cpu_atom_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/quant/atom_cpu_kernels.h"
+
+namespace loom::kernels::quant {
+namespace {
+
+using cpu::quant::AtomKernelTable;
+using cpu::quant::MatMulPlan;
+
+const AtomKernelTable* TableFor(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAvx512Vnni: return cpu::quant::Avx512VnniAtomKernels();
+    case CpuIsa::kAvx2: return cpu::quant::Avx2AtomKernels();
+    case CpuIsa::kScalar: return cpu::quant::ScalarAtomKernels();
+  }
+  return cpu::quant::ScalarAtomKernels();
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
+
+template <typename T>
+T* Grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+class CpuAtomKernels final : public AtomKernels {
+ public:
+  CpuAtomKernels(ThreadPool* pool, CpuIsa isa)
+      : pool_(*pool), k_(TableFor(isa)),
+        name_(std::string("atom-cpu-") + std::string(CpuIsaName(isa))) {}
+
+  std::string_view name() const override { return name_; }
+
+  void Quantize(const float* x, int n, const int32_t* perm, const QuantSpec& spec,
+                AtomActivations* out, float* permuted) override {
+    out->Resize(spec, n);
+    const int k = spec.k;
+    ForRows(n, k, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        float* dst = permuted != nullptr ? permuted + t * k : Scratch(k);
+        Permute(x + t * k, perm, k, dst);
+        QuantizeInto(dst, static_cast<int>(t), out);
+      }
+    });
+  }
+
+  void RmsNormQuantize(const float* x, const float* gamma, int n, float eps,
+                       const int32_t* perm, const QuantSpec& spec, AtomActivations* out,
+                       float* normed) override {
+    out->Resize(spec, n);
+    const int k = spec.k;
+    ForRows(n, k, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        float* h = Scratch(2 * k);
+        float* dst = normed != nullptr ? normed + t * k : h + k;
+        if (perm == nullptr) {
+          k_->rmsnorm_row(x + t * k, gamma, k, eps, dst);
+        } else {
+          k_->rmsnorm_row(x + t * k, gamma, k, eps, h);
+          Permute(h, perm, k, dst);
+        }
+        QuantizeInto(dst, static_cast<int>(t), out);
+      }
+    });
+  }
+
+  void SiluMulQuantize(const float* gate, const float* up, int n, const QuantSpec& spec,
+                       AtomActivations* out, float* h) override {
+    out->Resize(spec, n);
+    const int k = spec.k;
+    ForRows(n, k, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        float* dst = h != nullptr ? h + t * k : Scratch(k);
+        k_->silu_mul(gate + t * k, up + t * k, k, dst);
+        QuantizeInto(dst, static_cast<int>(t), out);
+      }
+    });
+  }
+
+  void MatMul(const AtomWeightView& w, const AtomActivations& x, float* y) override {
+    if (x.n <= 0 || w.rows <= 0) return;
+    if (x.spec != w.spec) {
+      std::fill(y, y + static_cast<size_t>(x.n) * w.rows, std::numeric_limits<float>::quiet_NaN());
+      return;
+    }
+    const AtomKernelTable* k = k_->supports(w.spec) ? k_ : cpu::quant::ScalarAtomKernels();
+    const MatMulPlan plan = Plan(x, k);
+    const int64_t rows = w.rows;
+    const int threads = pool_.size();
+    int64_t grain;
+    if (x.n == 1) {  // bandwidth bound: ~8 chunks per thread, whole 8-row tiles
+      grain = std::max<int64_t>(8, RoundUp(CeilDiv(rows, threads * 8), 8));
+    } else {  // compute bound: >= 4 chunks per thread, whole 2-row tiles
+      grain = std::max<int64_t>(2, RoundUp(CeilDiv(rows, threads * 4), 2));
+    }
+    const bool parallel = static_cast<int64_t>(x.n) * rows * w.spec.k >= (1 << 16);
+    Run(rows, grain, parallel, [&](int64_t r0, int64_t r1) {
+      k->matmul(plan, w, r0, r1, y, rows);
+    });
+  }
+
+ private:
+  // Rearranges x for the tiles (see MatMulPlan); single-threaded, O(n * k).
+  MatMulPlan Plan(const AtomActivations& x, const AtomKernelTable* k) {
+    const QuantSpec& s = x.spec;
+    MatMulPlan p;
+    p.n = x.n;
+    p.n_pad = x.n == 1 ? 1 : static_cast<int>(RoundUp(x.n, cpu::quant::kTokenTile));
+    p.k_normal_padded = s.k_normal_padded();
+    p.n_groups = s.n_groups();
+    p.group = s.group;
+    p.n_outliers = s.n_outliers;
+    p.outliers_padded = static_cast<int>(RoundUp(s.n_outliers, 32));
+    p.w_bits = s.w_bits;
+    p.w_row_bytes = s.weight_row_bytes();
+    const size_t kp = p.k_normal_padded, ng = p.n_groups, np = p.n_pad;
+    if (p.n_pad == p.n) {
+      p.xq = x.q.data();
+    } else {
+      int8_t* xq = Grow(xq_, np * kp);
+      std::memcpy(xq, x.q.data(), static_cast<size_t>(x.n) * kp);
+      std::memset(xq + x.n * kp, 0, (np - x.n) * kp);
+      p.xq = xq;
+    }
+    float* st = Grow(scales_t_, ng * np);
+    int32_t* ct = Grow(corr_t_, ng * np);
+    int32_t* sums = Grow(sums_, ng);
+    for (size_t t = 0; t < np; ++t) {
+      const bool real = t < static_cast<size_t>(x.n);
+      if (real) k->group_sums(p.xq + t * kp, p.n_groups, p.group, sums);
+      for (size_t g = 0; g < ng; ++g) {
+        st[g * np + t] = real ? x.scales[t * ng + g] : 0.0f;
+        ct[g * np + t] = real ? 8 * sums[g] : 0;
+      }
+    }
+    p.scales_t = st;
+    p.corr_t = ct;
+    const size_t no = s.n_outliers, op = p.outliers_padded;
+    int8_t* xo = Grow(xo_, std::max<size_t>(np * op, 1));
+    float* so = Grow(so_, np);
+    std::memset(xo, 0, np * op);
+    for (size_t t = 0; t < np; ++t) {
+      const bool real = t < static_cast<size_t>(x.n);
+      if (real && no > 0) std::memcpy(xo + t * op, x.q_outlier.data() + t * no, no);
+      so[t] = real && no > 0 ? x.outlier_scales[t] : 0.0f;
+    }
+    p.xo = xo;
+    p.outlier_scales = so;
+    return p;
+  }
+
+  void QuantizeInto(const float* xp, int t, AtomActivations* out) const {
+    const QuantSpec& s = out->spec;
+    k_->quantize_row(xp, s, out->q.data() + static_cast<size_t>(t) * s.k_normal_padded(),
+                     out->scales.data() + static_cast<size_t>(t) * s.n_groups(),
+                     out->q_outlier.data() + static_cast<size_t>(t) * s.n_outliers,
+                     out->outlier_scales.data() + t);
+  }
+
+  static void Permute(const float* src, const int32_t* perm, int k, float* dst) {
+    if (perm == nullptr) {
+      if (dst != src) std::memcpy(dst, src, static_cast<size_t>(k) * sizeof(float));
+      return;
+    }
+    for (int j = 0; j < k; ++j) dst[j] = src[perm[j]];
+  }
+
+  // Per-thread float scratch of at least `count` values.
+  static float* Scratch(int count) {
+    thread_local std::vector<float> buf;
+    return Grow(buf, static_cast<size_t>(count));
+  }
+
+  // Rows of activation work: parallel when large (each row entirely on one thread).
+  template <typename F>
+  void ForRows(int n, int k, const F& f) {
+    const int64_t grain = std::max<int64_t>(1, 8192 / std::max(k, 1));
+    Run(n, grain, static_cast<int64_t>(n) * k >= 32768, f);
+  }
+
+  template <typename F>
+  void Run(int64_t n, int64_t grain, bool parallel, const F& f) {
+    if (n <= 0) return;
+    if (!parallel || pool_.size() == 1) {
+      f(0, n);
+      return;
+    }
+    const auto thunk = [&f](int64_t b, int64_t e) { f(b, e); };
+    pool_.ParallelFor(n, grain, thunk);
+  }
+
+  ThreadPool& pool_;
+  const AtomKernelTable* k_;
+  std::string name_;
+  // MatMul workspaces (see MatMulPlan), grown and reused.
+  std::vector<int8_t> xq_, xo_;
+  std::vector<float> scales_t_, so_;
+  std::vector<int32_t> corr_t_, sums_;
+};
+
+}  // namespace
+
+std::unique_ptr<AtomKernels> CreateCpuAtomKernelsWithIsa(ThreadPool* pool, CpuIsa isa) {
+  if (pool == nullptr || !CpuSupports(isa)) return nullptr;
+  return std::make_unique<CpuAtomKernels>(pool, isa);
+}
+
+std::unique_ptr<AtomKernels> CreateCpuAtomKernels(ThreadPool* pool) {
+  return CreateCpuAtomKernelsWithIsa(pool, BestCpuIsa());
+}
+
+}  // namespace loom::kernels::quant
