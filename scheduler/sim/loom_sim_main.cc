@@ -43,6 +43,14 @@ ABSL_FLAG(int, max_source_load, 8, "consolidation empties workers with at most t
 ABSL_FLAG(bool, match_p99, false,
           "also find the fewest workers least_loaded needs to meet punica's p99 at each rate "
           "(an oracle that sizes a static cluster for the known rate)");
+ABSL_FLAG(double, rate, 0, "absolute arrival rate in req/s (overrides --loads when > 0)");
+ABSL_FLAG(int, requests, 0, "requests simulated (overrides --requests_per_worker when > 0)");
+ABSL_FLAG(std::string, prompt_len, "",
+          "prompt tokens: N | uniform:A:B | lognormal:MEAN:SIGMA:MIN:MAX (default: "
+          "ShareGPT-like lognormal:161:1:4:2048)");
+ABSL_FLAG(std::string, output_len, "",
+          "output tokens, same forms (default: lognormal:338:0.8:4:2048)");
+ABSL_FLAG(bool, json, false, "print one JSON object per run instead of markdown");
 ABSL_FLAG(bool, autoscale, true, "release idle workers / acquire on want_more (all policies)");
 ABSL_FLAG(double, autoscale_period_s, 1.0, "autoscaler period (simulated seconds)");
 ABSL_FLAG(double, idle_grace_s, 10.0, "a worker idle this long is released");
@@ -84,7 +92,24 @@ absl::StatusOr<SimReport> RunOne(const WorkerHardware& hw, int workers, const st
   return RunSimulation(requests, o);
 }
 
+void PrintJson(const Row& r) {
+  const SimReport& s = r.report;
+  std::printf("{\"workers\": %d, \"policy\": \"%s\", \"workload\": \"%s\", \"rate\": %.6g, "
+              "\"requests\": %lld, \"output_tokens\": %lld, \"throughput_tok_s\": %.6g, "
+              "\"throughput_req_s\": %.6g, \"latency_p50_s\": %.6g, \"latency_p99_s\": %.6g, "
+              "\"ttft_p99_s\": %.6g, \"queue_mean_s\": %.6g, \"worker_seconds\": %.6g, "
+              "\"busy_worker_seconds\": %.6g, \"makespan_s\": %.6g, \"migrations\": %lld, "
+              "\"evictions\": %lld, \"steps\": %lld}\n",
+              r.workers, s.policy.c_str(), r.workload.c_str(), r.rate,
+              static_cast<long long>(s.requests), static_cast<long long>(s.output_tokens),
+              s.throughput_tok_s, s.throughput_req_s, s.latency_p50_s, s.latency_p99_s,
+              s.ttft_p99_s, s.queue_mean_s, s.worker_seconds, s.busy_worker_seconds, s.makespan_s,
+              static_cast<long long>(s.migrations), static_cast<long long>(s.evictions),
+              static_cast<long long>(s.steps));
+}
+
 void PrintRow(const Row& r) {
+  if (absl::GetFlag(FLAGS_json)) return PrintJson(r);
   const SimReport& s = r.report;
   std::printf("| %d | %s | %s | %.0f%% | %.1f | %.0f | %.1f | %.1f | %.2f | %.2f | %.0f | %.1f | %.0f | %lld | %lld | %lld |\n",
               r.workers, s.policy.c_str(), r.workload.c_str(), 100 * r.load, r.rate,
@@ -126,7 +151,19 @@ int Main() {
     return 2;
   }
   const StepLatencyModel& m = hw->latency;
-  std::printf("Worker model: %s. step_ms = %.3f + %.3f*decode + %.3f*prefill + %.3f*distinct_adapters"
+  const bool json = absl::GetFlag(FLAGS_json);
+  LengthDistribution prompt_len = WorkloadOptions().prompt, output_len = WorkloadOptions().output;
+  for (auto [flag, dist] : {std::pair{absl::GetFlag(FLAGS_prompt_len), &prompt_len},
+                            std::pair{absl::GetFlag(FLAGS_output_len), &output_len}}) {
+    if (flag.empty()) continue;
+    absl::StatusOr<LengthDistribution> d = ParseLengthDistribution(flag);
+    if (!d.ok()) {
+      std::fprintf(stderr, "loom_sim: %s\n", d.status().ToString().c_str());
+      return 2;
+    }
+    *dist = *d;
+  }
+  if (!json) std::printf("Worker model: %s. step_ms = %.3f + %.3f*decode + %.3f*prefill + %.3f*distinct_adapters"
               " + %.1f*adapter_loads + %.5f*kv_tokens; KV %d pages x %d tokens; batch cap %d; "
               "seed %llu. Autoscaler: %s.\n\n",
               hw->name.c_str(), m.base_ms, m.decode_ms_per_token, m.prefill_ms_per_token,
@@ -140,7 +177,7 @@ int Main() {
                                     absl::GetFlag(FLAGS_autoscale_period_s),
                                     absl::GetFlag(FLAGS_min_workers)).c_str()
                   : "off (every worker held throughout)");
-  std::printf("| GPUs | policy | workload | load | rate (req/s) | throughput (tok/s) | p50 (s) | "
+  if (!json) std::printf("| GPUs | policy | workload | load | rate (req/s) | throughput (tok/s) | p50 (s) | "
               "p99 (s) | TTFT p99 (s) | queue mean (s) | worker-s (held) | mean held | busy worker-s | "
               "releases | migrations | evictions |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -153,7 +190,9 @@ int Main() {
       return 2;
     }
     for (const std::string& wl : List(absl::GetFlag(FLAGS_workloads))) {
-      for (const std::string& ls : List(absl::GetFlag(FLAGS_loads))) {
+      const double abs_rate = absl::GetFlag(FLAGS_rate);
+      for (const std::string& ls : abs_rate > 0 ? std::vector<std::string>{"1"}
+                                                : List(absl::GetFlag(FLAGS_loads))) {
         double load = 0;
         absl::StatusOr<AdapterWorkload> kind = ParseAdapterWorkload(wl);
         if (!absl::SimpleAtod(ls, &load) || !(load > 0) || !kind.ok()) {
@@ -162,10 +201,16 @@ int Main() {
         }
         WorkloadOptions wo;
         wo.adapters = *kind;
-        wo.num_requests = absl::GetFlag(FLAGS_requests_per_worker) * workers;
+        wo.num_requests = absl::GetFlag(FLAGS_requests) > 0
+                              ? absl::GetFlag(FLAGS_requests)
+                              : absl::GetFlag(FLAGS_requests_per_worker) * workers;
         wo.seed = absl::GetFlag(FLAGS_seed);
-        wo.arrival_rate = load * EstimateCapacityRps(*hw, absl::GetFlag(FLAGS_max_batch_size),
-                                                     workers, wo.prompt.mean, wo.output.mean);
+        wo.prompt = prompt_len;
+        wo.output = output_len;
+        const double capacity = EstimateCapacityRps(*hw, absl::GetFlag(FLAGS_max_batch_size),
+                                                    workers, wo.prompt.mean, wo.output.mean);
+        wo.arrival_rate = abs_rate > 0 ? abs_rate : load * capacity;
+        if (abs_rate > 0) load = abs_rate / capacity;
         absl::StatusOr<std::vector<SimRequest>> reqs = GenerateWorkload(wo);
         if (!reqs.ok()) {
           std::fprintf(stderr, "loom_sim: %s\n", reqs.status().ToString().c_str());
@@ -191,7 +236,7 @@ int Main() {
     if (r.report.policy == "punica") punica[{r.workers, r.workload, r.load}] = &r.report;
     if (r.report.policy == "least_loaded") ll[{r.workers, r.workload, r.load}] = &r.report;
   }
-  if (punica.empty() || ll.empty()) return 0;
+  if (punica.empty() || ll.empty() || json) return 0;
   const bool match = absl::GetFlag(FLAGS_match_p99);
   std::printf("\n| GPUs | workload | load | worker-s least-loaded / punica | p99 punica / least-loaded |%s\n",
               match ? " least-loaded workers to meet punica's p99 | worker-s at that size / punica |" : "");

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace loom {
 namespace {
@@ -28,6 +31,11 @@ class Stream {
 };
 
 int SampleLength(const LengthDistribution& d, Stream& s) {
+  if (d.shape == LengthDistribution::kFixed) return d.min;
+  if (d.shape == LengthDistribution::kUniform) {
+    const int span = d.max - d.min + 1;
+    return d.min + std::min(static_cast<int>(s.Uniform() * span), span - 1);
+  }
   const double mu = std::log(d.mean) - 0.5 * d.sigma * d.sigma;
   const double x = std::exp(mu + d.sigma * s.Normal());
   return std::clamp(static_cast<int>(std::lround(x)), d.min, d.max);
@@ -62,6 +70,44 @@ std::string AdapterWorkloadName(AdapterWorkload w) {
     case AdapterWorkload::kIdentical: return "identical";
   }
   return "?";
+}
+
+absl::StatusOr<LengthDistribution> ParseLengthDistribution(std::string_view spec) {
+  const std::vector<std::string> parts =
+      absl::StrSplit(absl::string_view(spec.data(), spec.size()), ':');
+  auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad length distribution '", std::string(spec),
+        "' (N, uniform:A:B or lognormal:MEAN:SIGMA:MIN:MAX, lengths >= 1)"));
+  };
+  LengthDistribution d;
+  if (parts.size() == 1) {
+    if (!absl::SimpleAtoi(parts[0], &d.min) || d.min < 1) return bad();
+    d.max = d.min;
+    d.mean = d.min;
+    d.sigma = 0;
+    d.shape = LengthDistribution::kFixed;
+    return d;
+  }
+  if (parts.size() == 3 && parts[0] == "uniform") {
+    if (!absl::SimpleAtoi(parts[1], &d.min) || !absl::SimpleAtoi(parts[2], &d.max) ||
+        d.min < 1 || d.max < d.min) {
+      return bad();
+    }
+    d.mean = (d.min + d.max) / 2.0;
+    d.sigma = 0;
+    d.shape = LengthDistribution::kUniform;
+    return d;
+  }
+  if (parts.size() == 5 && parts[0] == "lognormal") {
+    if (!absl::SimpleAtod(parts[1], &d.mean) || !absl::SimpleAtod(parts[2], &d.sigma) ||
+        !absl::SimpleAtoi(parts[3], &d.min) || !absl::SimpleAtoi(parts[4], &d.max) ||
+        d.min < 1 || d.max < d.min || !(d.mean > 0) || !(d.sigma >= 0)) {
+      return bad();
+    }
+    return d;
+  }
+  return bad();
 }
 
 std::string AdapterName(int adapter) { return absl::StrCat("lora-", adapter); }

@@ -25,14 +25,21 @@ enum class AdapterWorkload { kDistinct, kUniform, kSkewed, kIdentical };
 absl::StatusOr<AdapterWorkload> ParseAdapterWorkload(std::string_view name);
 std::string AdapterWorkloadName(AdapterWorkload w);
 
-// Log-normal with the given MEAN (not median) and log-space sigma, rounded and clipped
-// to [min, max].
+// kLogNormal: log-normal with the given MEAN (not median) and log-space sigma, rounded
+// and clipped to [min, max]. kFixed: always `min` (== max). kUniform: an integer uniform
+// in [min, max] (loom_bench's uniform:A:B); `mean` is then (min + max) / 2.
 struct LengthDistribution {
+  enum Shape { kLogNormal, kFixed, kUniform };
   double mean = 100;
   double sigma = 1.0;
   int min = 1;
   int max = 2048;
+  Shape shape = kLogNormal;
 };
+
+// Parses "N" (fixed), "uniform:A:B" (as loom_bench's --prompt_len / --max_tokens) or
+// "lognormal:MEAN:SIGMA:MIN:MAX". InvalidArgument otherwise (lengths must be >= 1).
+absl::StatusOr<LengthDistribution> ParseLengthDistribution(std::string_view spec);
 
 struct WorkloadOptions {
   AdapterWorkload adapters = AdapterWorkload::kDistinct;

@@ -88,5 +88,48 @@ TEST(Workload, RejectsBadOptions) {
   EXPECT_EQ(*ParseAdapterWorkload("skewed"), AdapterWorkload::kSkewed);
 }
 
+TEST(ParseLengthDistribution, FixedUniformLogNormalAndErrors) {
+  absl::StatusOr<LengthDistribution> d = ParseLengthDistribution("40");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->shape, LengthDistribution::kFixed);
+  EXPECT_EQ(d->min, 40);
+  EXPECT_EQ(d->max, 40);
+  d = ParseLengthDistribution("uniform:16:128");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->shape, LengthDistribution::kUniform);
+  EXPECT_EQ(d->mean, 72.0);
+  d = ParseLengthDistribution("lognormal:161:1:4:2048");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->shape, LengthDistribution::kLogNormal);
+  EXPECT_EQ(d->sigma, 1.0);
+  for (const char* bad : {"", "0", "x", "uniform:5:4", "uniform:0:4", "exp:5:9",
+                          "lognormal:1:1:1"}) {
+    EXPECT_FALSE(ParseLengthDistribution(bad).ok()) << bad;
+  }
+}
+
+// Fixed and uniform lengths as loom_bench draws them: fixed is exact; uniform covers
+// every value of [A, B] and its sample mean is within 3 standard errors of (A + B) / 2.
+TEST(GenerateWorkload, FixedAndUniformLengths) {
+  WorkloadOptions o;
+  o.num_requests = 4000;
+  o.prompt = *ParseLengthDistribution("24");
+  o.output = *ParseLengthDistribution("uniform:16:47");
+  absl::StatusOr<std::vector<SimRequest>> r = GenerateWorkload(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::set<int> seen;
+  double sum = 0;
+  for (const SimRequest& q : *r) {
+    EXPECT_EQ(q.prompt_tokens, 24);
+    ASSERT_GE(q.output_tokens, 16);
+    ASSERT_LE(q.output_tokens, 47);
+    seen.insert(q.output_tokens);
+    sum += q.output_tokens;
+  }
+  EXPECT_EQ(seen.size(), 32u);
+  const double sd = std::sqrt((32.0 * 32.0 - 1) / 12.0);  // discrete uniform, 32 values
+  EXPECT_NEAR(sum / o.num_requests, 31.5, 3 * sd / std::sqrt(4000.0));
+}
+
 }  // namespace
 }  // namespace loom
