@@ -97,8 +97,8 @@ class InProcessWorker final : public Worker {
   double step_ewma_ ABSL_GUARDED_BY(mu_) = 0.0;
 };
 
-// The conversion itself, exposed for tests: InvalidArgument for the checks listed at
-// Start that the engine does not make itself.
+// The conversion itself, exposed for tests: InvalidArgument from CheckWorkerRequest
+// (worker_request_checks.h); the engine's own checks come at Submit.
 absl::StatusOr<EngineRequest> WorkerToEngineRequest(const WorkerRequest& request);
 
 }  // namespace loom
