@@ -328,6 +328,61 @@ TEST(TensorParallelLlamaTest, RefusesBadSplitsAndPlans) {
   EXPECT_TRUE(tp.Forward(*plan, logits.data()).ok());
 }
 
+// Fault injection: rank 1's endpoint fails its 5th collective without entering it. The
+// rank aborts the group, so rank 0 (blocked in that collective, with a 10-minute timeout)
+// returns at once; Forward reports the injected error, not a timeout.
+class FailingCommunicator : public Communicator {
+ public:
+  FailingCommunicator(std::unique_ptr<Communicator> inner, int fail_at)
+      : inner_(std::move(inner)), fail_at_(fail_at) {}
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  absl::Status AllReduceSum(float* buf, size_t n) override {
+    if (++calls_ == fail_at_) return absl::InternalError("injected failure");
+    return inner_->AllReduceSum(buf, n);
+  }
+  absl::Status AllGather(const float* in, size_t n, float* out) override {
+    if (++calls_ == fail_at_) return absl::InternalError("injected failure");
+    return inner_->AllGather(in, n, out);
+  }
+  absl::Status Broadcast(float* buf, size_t n, int root) override {
+    return inner_->Broadcast(buf, n, root);
+  }
+  absl::Status Barrier() override { return inner_->Barrier(); }
+  void Abort(const absl::Status& reason) override { inner_->Abort(reason); }
+
+ private:
+  std::unique_ptr<Communicator> inner_;
+  int fail_at_;
+  int calls_ = 0;
+};
+
+TEST(TensorParallelLlamaTest, RankFailureIsAStatusNotAHang) {
+  const LlamaConfig c = SyntheticConfig();
+  ThreadCommunicatorOptions o;
+  o.timeout = absl::Minutes(10);
+  auto comms = CreateThreadCommunicators(2, o);
+  ASSERT_TRUE(comms.ok());
+  (*comms)[1] = std::make_unique<FailingCommunicator>(std::move((*comms)[1]), 5);
+  auto b0 = kernels::CreateCpuBackend(1), b1 = kernels::CreateCpuBackend(1);
+  auto m = TensorParallelLlama::Create(testing::SyntheticModel(c, DType::kF32, kModelSeed),
+                                       {b0.get(), b1.get()}, {}, *std::move(comms));
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto kv = TpKvCache::Create(c, 2, SmallKv());
+  ASSERT_TRUE(kv.ok());
+  SequenceChunk ch;
+  ch.kv_seq = (*kv)->NewSequence();
+  ch.tokens = {1, 2, 3, 4};
+  ASSERT_TRUE((*kv)->Reserve(ch.kv_seq, 4).ok());
+  auto plan = BatchPlan::Build({ch}, (*kv)->plan_cache(), c.vocab_size);
+  ASSERT_TRUE(plan.ok());
+  TpWorkspaces ws;
+  std::vector<float> logits(c.vocab_size);
+  const absl::Status s = (*m)->Forward(*plan, kv->get(), &ws, logits.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_NE(s.message().find("injected failure"), std::string::npos) << s;
+}
+
 // ---- the real SmolLM2-135M (9 heads, 3 kv heads: W = 3) ----
 
 std::unique_ptr<ModelSource> OpenDefault() {
