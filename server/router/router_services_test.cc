@@ -95,7 +95,10 @@ TEST_F(RouterServicesTest, GenerateSurvivesWorkerDeathAndStatusShowsIt) {
   absl::StatusOr<std::unique_ptr<GenerateStream>> stream = client_->StartGenerate(req);
   ASSERT_TRUE(stream.ok());
   // The stall point holds the stream on worker a; add b, then kill a.
-  ASSERT_TRUE(WaitFor([&] { return frontend_->GetStatus().workers[0].assigned == 1; }));
+  ASSERT_TRUE(WaitFor([&] {
+    const ClusterStatus s = frontend_->GetStatus();
+    return !s.workers.empty() && s.workers[0].assigned == 1;
+  }));
   FakeWorker::Options b;
   b.name = "127.0.0.1:2";
   ASSERT_TRUE(frontend_->AddWorker(std::make_unique<FakeWorker>(b)).ok());
@@ -127,6 +130,8 @@ TEST_F(RouterServicesTest, GenerateSurvivesWorkerDeathAndStatusShowsIt) {
   EXPECT_TRUE(st->workers(1).up());
   EXPECT_EQ(st->failovers(), 1u);
 
+  // The snapshot is published after the iteration that ended the stream.
+  ASSERT_TRUE(WaitFor([&] { return frontend_->GetStatus().idle_workers.size() == 1; }));
   RouterMetrics rm(&metrics_);
   rm.Update(frontend_->GetStatus());
   const std::string text_metrics = metrics_.Render();
@@ -149,7 +154,10 @@ TEST_F(RouterServicesTest, DrainAndAdapterCalls) {
   grpc::ClientContext ctx2;
   req.set_worker("127.0.0.1:1");
   ASSERT_TRUE(stub.DrainWorker(&ctx2, req, &resp).ok());
-  ASSERT_TRUE(WaitFor([&] { return frontend_->GetStatus().workers[0].draining; }));
+  ASSERT_TRUE(WaitFor([&] {
+    const ClusterStatus s = frontend_->GetStatus();
+    return !s.workers.empty() && s.workers[0].draining;
+  }));
   EXPECT_EQ(client_->ListAdapters().status().code(), absl::StatusCode::kUnimplemented);
   // Request-side errors come back as statuses.
   v1::GenerateRequest bad;
