@@ -1,8 +1,14 @@
 // loom_ppl: perplexity of a model (optionally with a LoRA adapter, optionally dequantized
-// to F32) over a text file, by the strided-window method of models/eval/perplexity.h.
+// to F32, optionally with its linears from a quantized checkpoint) over a text file, by the
+// strided-window method of models/eval/perplexity.h.
 //
 //   loom_ppl --text FILE [--model PATH] [--adapter PATH] [--context 512] [--stride 256]
 //            [--max_tokens 50000] [--threads 2] [--f32] [--add_bos] [--verbose]
+//            [--quantized DIR [--scheme_override w4a8] [--verify_sha256] [--reference_atom]]
+//
+// With --quantized the base model (--model) supplies embeddings, norms and the output head
+// (dequantized to F32 with --f32) and the checkpoint the seven linears of every layer; an
+// adapter is bound through its permuted copy.
 //
 // Prints one summary block: ppl, nll, token counts, the token-id hash (compare with
 // scripts/llamacpp_ppl.py) and throughput. Exit status 1 on any error.
@@ -17,16 +23,11 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/sgmv/cpu_lora_ops.h"
 #include "kernels/cpu/thread_pool.h"
-#include "models/default_model.h"
-#include "models/eval/f32_model_source.h"
+#include "models/eval/eval_model.h"
 #include "models/eval/perplexity.h"
 #include "models/llama/llama_model.h"
-#include "models/lora/adapter_loader.h"
 #include "models/tokenizer/tokenizer.h"
-#include "models/weights/model_source.h"
 #include "scheduler/engine/lora_adapter_weights.h"
 
 ABSL_FLAG(std::string, model, "", "GGUF file or HF directory (default: the default model)");
@@ -39,6 +40,11 @@ ABSL_FLAG(int, threads, 2, "CPU threads (0 = all)");
 ABSL_FLAG(bool, f32, false, "run the model with every weight dequantized to F32 in memory");
 ABSL_FLAG(bool, add_bos, false, "replace each window's first token by BOS");
 ABSL_FLAG(bool, verbose, false, "print the running perplexity after each window");
+ABSL_FLAG(std::string, quantized, "", "loom-atom quantized checkpoint directory (overlay)");
+ABSL_FLAG(std::string, scheme_override, "",
+          "run the checkpoint with another activation precision (w4a4 <-> w4a8)");
+ABSL_FLAG(bool, verify_sha256, false, "check the base model's sha256 against the checkpoint");
+ABSL_FLAG(bool, reference_atom, false, "scalar reference Atom kernels (slow)");
 
 namespace loom {
 namespace {
@@ -59,35 +65,29 @@ absl::Status Run() {
   absl::StatusOr<std::string> text = ReadFile(text_path);
   if (!text.ok()) return text.status();
 
-  std::string model_path = absl::GetFlag(FLAGS_model);
-  if (model_path.empty()) model_path = DefaultModelPath();
-  absl::StatusOr<std::unique_ptr<ModelSource>> source = ModelSource::Open(model_path);
-  if (!source.ok()) return source.status();
-  if (absl::GetFlag(FLAGS_f32)) {
-    absl::StatusOr<std::unique_ptr<ModelSource>> f32 = DequantizeToF32(**source);
-    if (!f32.ok()) return f32.status();
-    source = std::move(f32);
-  }
+  kernels::ThreadPool pool(threads);  // shared by the dense, Atom and LoRA kernels
+  EvalModelOptions mo;
+  mo.model_path = absl::GetFlag(FLAGS_model);
+  mo.f32 = absl::GetFlag(FLAGS_f32);
+  mo.quantized_dir = absl::GetFlag(FLAGS_quantized);
+  mo.scheme_override = absl::GetFlag(FLAGS_scheme_override);
+  mo.verify_sha256 = absl::GetFlag(FLAGS_verify_sha256);
+  mo.reference_atom = absl::GetFlag(FLAGS_reference_atom);
+  absl::StatusOr<std::unique_ptr<EvalModel>> model = LoadEvalModel(mo, &pool);
+  if (!model.ok()) return model.status();
+  const LlamaModel& m = *(*model)->model;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
-      Tokenizer::Create((*source)->vocabulary());
+      Tokenizer::Create(m.source().vocabulary());
   if (!tokenizer.ok()) return tokenizer.status();
-
-  kernels::ThreadPool pool(threads);  // shared by the dense and the LoRA kernels
-  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackendOnPool(&pool);
-  std::unique_ptr<kernels::LoraOps> lora_ops = kernels::CreateCpuLoraOps(&pool);
   std::unique_ptr<LoraAdapter> adapter;
   std::unique_ptr<LoraAdapterWeights> adapter_view;
   if (const std::string a = absl::GetFlag(FLAGS_adapter); !a.empty()) {
-    absl::StatusOr<std::unique_ptr<LoraAdapter>> loaded =
-        LoadAdapter(a, (*source)->config(), AdapterLimits());
+    absl::StatusOr<std::unique_ptr<LoraAdapter>> loaded = LoadAdapterFor(a, m);
     if (!loaded.ok()) return loaded.status();
     adapter = *std::move(loaded);
     adapter_view = std::make_unique<LoraAdapterWeights>(adapter.get());
   }
-  const std::string described = (*source)->path();
-  absl::StatusOr<std::unique_ptr<LlamaModel>> model =
-      LlamaModel::Create(*std::move(source), backend.get(), lora_ops.get());
-  if (!model.ok()) return model.status();
+  const std::string described = (*model)->description;
 
   PerplexityOptions o;
   o.context = absl::GetFlag(FLAGS_context);
@@ -101,7 +101,7 @@ absl::Status Run() {
     };
   }
   const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<PerplexityResult> r = ComputePerplexity(**model, **tokenizer, *text, o);
+  absl::StatusOr<PerplexityResult> r = ComputePerplexity(m, **tokenizer, *text, o);
   if (!r.ok()) return r.status();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

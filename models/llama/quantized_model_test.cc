@@ -11,6 +11,7 @@
 //   * bad quantized weights are refused with InvalidArgument.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -25,8 +26,11 @@
 #include "kernels/quant/reference_atom_kernels.h"
 #include "kernels/quant/weight_packing.h"
 #include "models/llama/llama_model.h"
+#include "models/llama/quantized_loader.h"
 #include "models/lora/adapter_permutation.h"
 #include "models/lora/lora_adapter.h"
+#include "models/quant/quant_names.h"
+#include "models/quant/quantized_checkpoint.h"
 #include "models/testing/dequantized_model.h"
 #include "models/testing/test_model.h"
 #include "models/tokenizer/tokenizer.h"
@@ -54,76 +58,76 @@ std::vector<int32_t> RandomPerm(int k, std::mt19937& rng) {
   return p;
 }
 
-// Owns RTN-quantized weights and permutations.
-struct OwnedQuant {
-  std::vector<kq::AtomWeight> weights;           // 7 per layer
-  std::vector<std::vector<int32_t>> perms;       // 4 per layer, as quantized
-  std::vector<std::vector<int32_t>> declared;    // what the views say (normally == perms)
-};
-
 // RTN weights of every layer of `f32` (an all-F32 source) under random permutations
-// (seed). When `declare_seed` != 0 the views declare other random permutations instead
-// (a deliberately wrong model).
-absl::StatusOr<QuantizedWeights> BuildRtn(const ModelSource& f32, kq::QuantScheme scheme,
-                                          uint32_t seed, uint32_t declare_seed = 0) {
+// (seed), in the checkpoint's layout (models/quant/quantized_checkpoint.h).
+absl::StatusOr<std::shared_ptr<std::vector<quant::QuantizedLayer>>> BuildRtnLayers(
+    const ModelSource& f32, kq::QuantScheme scheme, uint32_t seed) {
   const LlamaConfig& c = f32.config();
   const int h = c.hidden, qd = c.n_heads * c.head_dim, ff = c.intermediate;
   const int ks[4] = {h, qd, h, ff};
-  auto own = std::make_shared<OwnedQuant>();
-  std::mt19937 rng(seed), rng2(declare_seed);
-  QuantizedWeights w;
-  w.scheme = scheme;
-  w.layers.resize(c.n_layers);
-  own->weights.reserve(7 * c.n_layers);
+  auto layers = std::make_shared<std::vector<quant::QuantizedLayer>>(c.n_layers);
+  std::mt19937 rng(seed);
   for (int l = 0; l < c.n_layers; ++l) {
-    for (int a = 0; a < 4; ++a) own->perms.push_back(RandomPerm(ks[a], rng));
-    for (int a = 0; a < 4; ++a) {
-      own->declared.push_back(declare_seed ? RandomPerm(ks[a], rng2) : own->perms[4 * l + a]);
-    }
-  }
-  const char* names[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
-                          "ffn_down"};
-  const int input_of[7] = {0, 0, 0, 1, 2, 2, 3};
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::vector<int32_t>& silu = own->perms[4 * l + 3];
-    for (int p = 0; p < 7; ++p) {
-      absl::StatusOr<const WeightTensor*> t =
-          f32.Tensor("blk." + std::to_string(l) + "." + names[p] + ".weight");
+    quant::QuantizedLayer& L = (*layers)[l];
+    for (int a = 0; a < 4; ++a) L.perm[a] = RandomPerm(ks[a], rng);
+    const std::vector<int32_t>& silu = L.perm[3];
+    for (int p = 0; p < quant::kNumQuantProjections; ++p) {
+      const auto proj = static_cast<quant::QuantProjection>(p);
+      const int input = static_cast<int>(quant::InputOf(proj));
+      absl::StatusOr<const WeightTensor*> t = f32.Tensor(quant::BaseWeightName(l, proj));
       if (!t.ok()) return t.status();
       const int64_t rows = (*t)->shape[0];
       const int k = static_cast<int>((*t)->shape[1]);
       const float* src = reinterpret_cast<const float*>((*t)->data);
-      std::vector<float> perm_cols(static_cast<size_t>(rows) * k);
-      kq::PermuteColumns(src, rows, k, own->perms[4 * l + input_of[p]].data(),
-                         perm_cols.data());
-      if (p == 4 || p == 5) {  // gate/up: stored row j = original row silu[j]
-        std::vector<float> rowp(perm_cols.size());
+      std::vector<float> w(static_cast<size_t>(rows) * k);
+      kq::PermuteColumns(src, rows, k, L.perm[input].data(), w.data());
+      if (proj == quant::QuantProjection::kGate || proj == quant::QuantProjection::kUp) {
+        std::vector<float> rowp(w.size());  // stored row j = original row silu[j]
         for (int64_t j = 0; j < rows; ++j) {
-          std::copy_n(perm_cols.data() + silu[j] * k, k, rowp.data() + j * k);
+          std::copy_n(w.data() + silu[j] * k, k, rowp.data() + j * k);
         }
-        perm_cols.swap(rowp);
+        w.swap(rowp);
       }
       kq::QuantSpec spec;
       spec.k = k;
-      spec.n_outliers = kOutliers[input_of[p]];
+      spec.n_outliers = kOutliers[input];
       spec.group = 128;
       spec.w_bits = kq::SchemeWeightBits(scheme);
       spec.a_bits = kq::SchemeActivationBits(scheme);
-      absl::StatusOr<kq::AtomWeight> q = kq::QuantizeWeightRTN(perm_cols.data(), rows, spec);
+      absl::StatusOr<kq::AtomWeight> q = kq::QuantizeWeightRTN(w.data(), rows, spec);
       if (!q.ok()) return q.status();
-      own->weights.push_back(*std::move(q));
+      L.proj[p] = *std::move(q);
     }
   }
-  for (int l = 0; l < c.n_layers; ++l) {
-    QuantizedLayerWeights& L = w.layers[l];
-    kq::AtomWeightView* views[7] = {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down};
-    for (int p = 0; p < 7; ++p) *views[p] = own->weights[7 * l + p].view();
-    L.attn_norm_perm = own->declared[4 * l + 0].data();
-    L.attn_out_perm = own->declared[4 * l + 1].data();
-    L.ffn_norm_perm = own->declared[4 * l + 2].data();
-    L.silu_mul_perm = own->declared[4 * l + 3].data();
+  return layers;
+}
+
+// The layers above as QuantizedWeights. When `declare_seed` != 0 the views declare other
+// random permutations than the weights were quantized with (a deliberately wrong model).
+absl::StatusOr<QuantizedWeights> BuildRtn(const ModelSource& f32, kq::QuantScheme scheme,
+                                          uint32_t seed, uint32_t declare_seed = 0) {
+  auto layers = BuildRtnLayers(f32, scheme, seed);
+  if (!layers.ok()) return layers.status();
+  QuantizedWeights w = QuantizedWeightsFromLayers(*layers, scheme);
+  if (declare_seed != 0) {
+    struct Owner {
+      std::shared_ptr<const void> layers;
+      std::vector<std::vector<int32_t>> perms;
+    };
+    auto own = std::make_shared<Owner>();
+    own->layers = w.owner;
+    std::mt19937 rng(declare_seed);
+    for (QuantizedLayerWeights& L : w.layers) {
+      const int ks[4] = {L.q.spec.k, L.o.spec.k, L.gate.spec.k, L.down.spec.k};
+      for (int a = 0; a < 4; ++a) own->perms.push_back(RandomPerm(ks[a], rng));
+      const size_t b = own->perms.size() - 4;
+      L.attn_norm_perm = own->perms[b].data();
+      L.attn_out_perm = own->perms[b + 1].data();
+      L.ffn_norm_perm = own->perms[b + 2].data();
+      L.silu_mul_perm = own->perms[b + 3].data();
+    }
+    w.owner = own;
   }
-  w.owner = own;
   return w;
 }
 
@@ -390,6 +394,59 @@ TEST_F(QuantizedModelTest, RefusesBadQuantizedWeights) {
   EXPECT_TRUE(over.Validate(cfg).ok());
   EXPECT_EQ(OverrideScheme(kq::QuantScheme::kW8A8, &over).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A checkpoint written with models/quant's writer and loaded by LoadQuantizedWeights runs
+// bitwise like the same layers in memory; one recorded for another base file or another
+// shape is refused with FailedPrecondition.
+TEST_F(QuantizedModelTest, CheckpointRoundTripAndWrongBase) {
+  auto layers = BuildRtnLayers(f32_->source(), kq::QuantScheme::kW4A8, 29);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  const std::string path = testing::DefaultModelPath();
+  quant::QuantizedCheckpointMeta meta;
+  meta.scheme = kq::QuantScheme::kW4A8;
+  meta.weight_bits = 4;
+  meta.activation_bits = 8;
+  meta.outliers = {kOutliers[0], kOutliers[1], kOutliers[2], kOutliers[3]};
+  meta.n_layers = f32_->config().n_layers;
+  meta.base_model.path = path;
+  meta.base_model.sha256 = "unchecked";
+  meta.base_model.bytes = static_cast<int64_t>(std::filesystem::file_size(path));
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/ckpt_w4a8";
+  ASSERT_TRUE(quant::WriteQuantizedCheckpoint(dir, meta, **layers).ok());
+
+  auto src = ModelSource::Open(path);
+  ASSERT_TRUE(src.ok());
+  auto loaded = LoadQuantizedWeights(dir, **src);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->scheme, kq::QuantScheme::kW4A8);
+  auto from_file = LlamaModel::CreateQuantized(*std::move(src), *std::move(loaded), backend_,
+                                               atom_, lora_);
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  auto in_memory = LlamaModel::CreateQuantized(
+      *ModelSource::Open(path), QuantizedWeightsFromLayers(*layers, kq::QuantScheme::kW4A8),
+      backend_, atom_, lora_);
+  ASSERT_TRUE(in_memory.ok()) << in_memory.status();
+  const std::vector<int32_t> few(prompt_->begin(), prompt_->begin() + 8);
+  const std::vector<float> a = Run(**from_file, {few}, {nullptr})[0];
+  const std::vector<float> b = Run(**in_memory, {few}, {nullptr})[0];
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin()));
+
+  // Recorded for another base file (size differs).
+  meta.base_model.bytes += 1;
+  const std::string other = std::string(std::getenv("TEST_TMPDIR")) + "/ckpt_other_base";
+  ASSERT_TRUE(quant::WriteQuantizedCheckpoint(other, meta, **layers).ok());
+  EXPECT_EQ(LoadQuantizedWeights(other, **ModelSource::Open(path)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // A checkpoint of a model with another depth.
+  meta.base_model.bytes -= 1;
+  meta.n_layers = 2;
+  std::vector<quant::QuantizedLayer> two((*layers)->begin(), (*layers)->begin() + 2);
+  const std::string shallow = std::string(std::getenv("TEST_TMPDIR")) + "/ckpt_two_layers";
+  ASSERT_TRUE(quant::WriteQuantizedCheckpoint(shallow, meta, two).ok());
+  EXPECT_EQ(LoadQuantizedWeights(shallow, **ModelSource::Open(path)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
