@@ -1,0 +1,127 @@
+#include "models/quant/model_quantizer.h"
+
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/quant/weight_packing.h"
+#include "models/quant/channel_permutation.h"
+#include "models/quant/clip_search.h"
+#include "models/quant/gptq.h"
+#include "models/quant/linear_quantizer.h"
+
+namespace loom::quant {
+
+QuantizedCheckpointMeta MetaFor(const QuantOptions& o, const OutlierCounts& outliers,
+                                int n_layers) {
+  QuantizedCheckpointMeta m;
+  m.scheme = o.scheme;
+  m.group_size = o.group_size;
+  m.weight_bits = kernels::quant::SchemeWeightBits(o.scheme);
+  m.activation_bits = kernels::quant::SchemeActivationBits(o.scheme);
+  m.outliers = outliers;
+  m.gptq = o.gptq;
+  m.clip_search = o.clip_search;
+  m.n_layers = n_layers;
+  return m;
+}
+
+absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
+                                             const CalibrationStats& stats,
+                                             const QuantizedCheckpointMeta& meta,
+                                             const QuantOptions& o) {
+  if (layer < 0 || layer >= static_cast<int>(stats.layers.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("quantize: no calibration statistics for layer ", layer));
+  }
+  if (o.gptq && !stats.has_hessian) {
+    return absl::FailedPreconditionError("quantize: GPTQ needs calibration Hessians");
+  }
+  const auto& act = stats.layers[layer];
+  QuantizedLayer out;
+  std::array<std::vector<double>, kNumQuantActivations> energy;
+  std::array<std::optional<GptqFactor>, kNumQuantActivations> factor;
+  for (int a = 0; a < kNumQuantActivations; ++a) {
+    absl::StatusOr<std::vector<int32_t>> perm = OutlierPermutation(act[a].energy, meta.outliers[a]);
+    if (!perm.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer ", layer, " ", QuantActivationName(static_cast<QuantActivation>(a)), ": ",
+          perm.status().message()));
+    }
+    out.perm[a] = *std::move(perm);
+    energy[a] = PermuteVector(act[a].energy, out.perm[a]);
+    if (o.gptq) {
+      absl::StatusOr<GptqFactor> f =
+          PrepareGptq(PermuteSymmetric(act[a].hessian, out.perm[a]), act[a].k, o.gptq_damp);
+      if (!f.ok()) {
+        return absl::Status(f.status().code(),
+                            absl::StrCat("layer ", layer, " ",
+                                         QuantActivationName(static_cast<QuantActivation>(a)),
+                                         ": ", f.status().message()));
+      }
+      factor[a] = *std::move(f);
+    }
+  }
+  const std::vector<float> ratios = ClipRatios(meta.clip_search);
+  const std::vector<int32_t>& mid_perm = out.perm[static_cast<int>(QuantActivation::kSiluMul)];
+  for (int p = 0; p < kNumQuantProjections; ++p) {
+    const auto proj = static_cast<QuantProjection>(p);
+    const int a = static_cast<int>(InputOf(proj));
+    const int k = act[a].k;
+    const std::string name = BaseWeightName(layer, proj);
+    absl::StatusOr<const WeightTensor*> t = f32.Tensor(name);
+    if (!t.ok()) return absl::InvalidArgumentError(std::string(t.status().message()));
+    const WeightTensor& w = **t;
+    if (w.dtype != DType::kF32 || w.shape.size() != 2 || w.shape[1] != k || w.shape[0] <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": expected an F32 [rows, ", k, "] weight (dequantize the model first), got ",
+          std::string(DTypeName(w.dtype)), " with ", w.shape.size(), " dimensions"));
+    }
+    const int64_t rows = w.shape[0];
+    std::vector<float> permuted(rows * k);
+    kernels::quant::PermuteColumns(reinterpret_cast<const float*>(w.data), rows, k,
+                                   out.perm[a].data(), permuted.data());
+    if (proj == QuantProjection::kGate || proj == QuantProjection::kUp) {
+      if (rows != static_cast<int64_t>(mid_perm.size())) {
+        return absl::InvalidArgumentError(absl::StrCat(name, " has ", rows, " rows but silu_mul has ",
+                                                       mid_perm.size(), " channels"));
+      }
+      permuted = GatherRows(permuted.data(), k, mid_perm);
+    }
+    LinearQuantInput in;
+    in.w = permuted.data();
+    in.rows = rows;
+    in.spec = meta.Spec(proj, k);
+    in.energy = energy[a].data();
+    in.ratios = ratios;
+    in.gptq = factor[a] ? &*factor[a] : nullptr;
+    in.threads = o.threads;
+    absl::StatusOr<kernels::quant::AtomWeight> q = QuantizeLinear(in);
+    if (!q.ok()) {
+      return absl::Status(q.status().code(), absl::StrCat(name, ": ", q.status().message()));
+    }
+    out.proj[p] = *std::move(q);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<QuantizedLayer>> QuantizeModel(
+    const ModelSource& f32, const CalibrationStats& stats, const QuantizedCheckpointMeta& meta,
+    const QuantOptions& o, const std::function<void(int, int)>& progress) {
+  const int n = f32.config().n_layers;
+  if (static_cast<int>(stats.layers.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("quantize: statistics for ", stats.layers.size(),
+                                                   " layers, the model has ", n));
+  }
+  std::vector<QuantizedLayer> layers;
+  layers.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<QuantizedLayer> l = QuantizeLayer(f32, i, stats, meta, o);
+    if (!l.ok()) return l.status();
+    layers.push_back(*std::move(l));
+    if (progress) progress(i + 1, n);
+  }
+  return layers;
+}
+
+}  // namespace loom::quant

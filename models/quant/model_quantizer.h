@@ -1,0 +1,40 @@
+// Quantizes every projection of a model with F32 weights, given its calibration
+// statistics: per activation, the outlier permutation (by energy) and, with GPTQ, the
+// inverse-Hessian factor in permuted order; per projection, the permutation folded into
+// the weight (input columns reordered; ffn_gate/ffn_up rows reordered by silu_mul's perm)
+// and the linear quantizer.
+#ifndef LOOM_MODELS_QUANT_MODEL_QUANTIZER_H_
+#define LOOM_MODELS_QUANT_MODEL_QUANTIZER_H_
+
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/quant/calibration_stats.h"
+#include "models/quant/quant_options.h"
+#include "models/quant/quantized_checkpoint.h"
+#include "models/weights/model_source.h"
+
+namespace loom::quant {
+
+// The checkpoint's metadata for `o` (scheme, bits, group, outliers, gptq, clip search,
+// n_layers); provenance fields are left for the caller.
+QuantizedCheckpointMeta MetaFor(const QuantOptions& o, const OutlierCounts& outliers,
+                                int n_layers);
+
+// One layer of `f32` (every blk.{layer}.* projection F32, [rows, k]). InvalidArgument
+// naming the tensor for a missing or non-F32 tensor or a shape that disagrees with the
+// statistics; FailedPrecondition when GPTQ is asked for without Hessians.
+absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
+                                             const CalibrationStats& stats,
+                                             const QuantizedCheckpointMeta& meta,
+                                             const QuantOptions& o);
+
+// All layers; progress (nullable) after each with (done, total).
+absl::StatusOr<std::vector<QuantizedLayer>> QuantizeModel(
+    const ModelSource& f32, const CalibrationStats& stats, const QuantizedCheckpointMeta& meta,
+    const QuantOptions& o, const std::function<void(int, int)>& progress);
+
+}  // namespace loom::quant
+
+#endif  // LOOM_MODELS_QUANT_MODEL_QUANTIZER_H_

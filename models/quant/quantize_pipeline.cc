@@ -1,0 +1,143 @@
+#include "models/quant/quantize_pipeline.h"
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/thread_pool.h"
+#include "models/eval/f32_model_source.h"
+#include "models/llama/llama_model.h"
+#include "models/quant/calibration_cache.h"
+#include "models/quant/calibration_runner.h"
+#include "models/quant/model_quantizer.h"
+#include "models/quant/sha256.h"
+#include "models/tokenizer/tokenizer.h"
+#include "models/weights/json_file.h"
+#include "models/weights/model_source.h"
+
+namespace loom::quant {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Cached statistics for the request, or NotFound. Without GPTQ a cache that also holds
+// Hessians serves as well.
+absl::StatusOr<CalibrationStats> FromCache(const QuantizeRequest& r, const std::string& model_sha,
+                                           const std::string& text_sha, std::string* path_out,
+                                           std::string* key_out) {
+  const bool h = r.options.gptq;
+  *key_out = CalibrationCacheKey(model_sha, text_sha, r.sequences, r.seq_len, h);
+  *path_out = r.cache_dir + "/" + Sha256Hex(*key_out).substr(0, 24) + ".cal";
+  absl::StatusOr<CalibrationStats> s = LoadCalibrationStats(*path_out, *key_out);
+  if (s.ok() || h) return s;
+  const std::string hkey = CalibrationCacheKey(model_sha, text_sha, r.sequences, r.seq_len, true);
+  absl::StatusOr<CalibrationStats> sh =
+      LoadCalibrationStats(r.cache_dir + "/" + Sha256Hex(hkey).substr(0, 24) + ".cal", hkey);
+  return sh.ok() ? sh : s;
+}
+
+}  // namespace
+
+absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
+    const QuantizeRequest& r, const std::function<void(const std::string&)>& log) {
+  auto say = [&](const std::string& m) { if (log) log(m); };
+  const QuantOptions& o = r.options;
+  if (absl::Status s = ValidateClipSearch(o.clip_search); !s.ok()) return s;
+  if (r.out_dir.empty()) return absl::InvalidArgumentError("no output directory given");
+  if (std::filesystem::path(r.calibration_text).filename() == "heldout.txt") {
+    return absl::InvalidArgumentError(
+        "refusing to calibrate on heldout.txt: the held-out text is for evaluation only");
+  }
+  absl::StatusOr<std::unique_ptr<ModelSource>> source = ModelSource::Open(r.model_path);
+  if (!source.ok()) {
+    return absl::Status(source.status().code(), absl::StrCat("cannot quantize ", r.model_path,
+                                                             ": ", source.status().message()));
+  }
+  const LlamaConfig config = (*source)->config();
+  absl::StatusOr<OutlierCounts> counts = ResolveOutlierCounts(ActivationWidths(config), o);
+  if (!counts.ok()) return counts.status();
+  absl::StatusOr<std::string> text = ReadFileToString(r.calibration_text);
+  if (!text.ok()) return text.status();
+  if (text->find_first_not_of(" \t\r\n") == std::string::npos) {
+    return absl::InvalidArgumentError("calibration text " + r.calibration_text + " is empty");
+  }
+
+  QuantizeReport report;
+  report.meta = MetaFor(o, *counts, config.n_layers);
+  absl::StatusOr<FileDigest> model_digest = DigestPath(r.model_path);
+  if (!model_digest.ok()) return model_digest.status();
+  report.meta.base_model = {r.model_path, model_digest->sha256, model_digest->bytes};
+  const std::string text_sha = Sha256Hex(*text);
+  report.meta.calibration = {r.calibration_text, text_sha, r.sequences, r.seq_len,
+                             r.calibration_source};
+  say(absl::StrFormat("model %s (%d layers, sha256 %s), scheme %s, group %d, outliers %d/%d/%d/%d, gptq %d",
+                      r.model_path, config.n_layers, model_digest->sha256.substr(0, 16),
+                      std::string(kernels::quant::QuantSchemeName(o.scheme)), o.group_size, (*counts)[0],
+                      (*counts)[1], (*counts)[2], (*counts)[3], o.gptq ? 1 : 0));
+
+  kernels::ThreadPool pool(o.threads);
+  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackendOnPool(&pool);
+  absl::StatusOr<std::unique_ptr<ModelSource>> f32 = DequantizeToF32(**source);
+  if (!f32.ok()) return f32.status();
+  source->reset();
+
+  std::string cache_path, cache_key;
+  absl::StatusOr<CalibrationStats> stats = absl::NotFoundError("no cache");
+  if (!r.cache_dir.empty()) {
+    stats = FromCache(r, model_digest->sha256, text_sha, &cache_path, &cache_key);
+    if (stats.ok()) {
+      report.calibration_cached = true;
+      say("calibration statistics from " + cache_path);
+    } else if (stats.status().code() != absl::StatusCode::kNotFound) {
+      say("ignoring calibration cache: " + std::string(stats.status().message()));
+    }
+  }
+  std::unique_ptr<LlamaModel> model;
+  if (!report.calibration_cached) {
+    absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::Create((*f32)->vocabulary());
+    if (!tok.ok()) return tok.status();
+    absl::StatusOr<std::vector<std::vector<int32_t>>> seqs =
+        CalibrationSequences(**tok, *text, r.sequences, r.seq_len);
+    if (!seqs.ok()) return seqs.status();
+    absl::StatusOr<std::unique_ptr<LlamaModel>> m =
+        LlamaModel::Create(*std::move(f32), backend.get());
+    if (!m.ok()) return m.status();
+    model = *std::move(m);
+    const auto t0 = std::chrono::steady_clock::now();
+    stats = RunCalibration(*model, *seqs, o.gptq, backend.get(), [&](int done, int total) {
+      say(absl::StrFormat("calibration %d/%d sequences (%.1f s)", done, total, Since(t0)));
+    });
+    if (!stats.ok()) return stats.status();
+    report.calibration_seconds = Since(t0);
+    if (!r.cache_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(r.cache_dir, ec);
+      absl::Status s = SaveCalibrationStats(cache_path, cache_key, *stats);
+      say(s.ok() ? "calibration statistics cached in " + cache_path
+                 : "could not cache calibration statistics: " + std::string(s.message()));
+    }
+  }
+  report.calibration_tokens = stats->tokens;
+  const ModelSource& weights = model ? model->source() : **f32;
+
+  const auto t1 = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<QuantizedLayer>> layers =
+      QuantizeModel(weights, *stats, report.meta, o, [&](int done, int total) {
+        say(absl::StrFormat("quantized layer %d/%d (%.1f s)", done, total, Since(t1)));
+      });
+  if (!layers.ok()) return layers.status();
+  report.quantize_seconds = Since(t1);
+  if (absl::Status s = WriteQuantizedCheckpoint(r.out_dir, report.meta, *layers); !s.ok()) return s;
+  std::error_code ec;
+  report.safetensors_bytes = static_cast<int64_t>(
+      std::filesystem::file_size(r.out_dir + "/" + kQuantTensorsName, ec));
+  return report;
+}
+
+}  // namespace loom::quant

@@ -1,0 +1,48 @@
+// loom_quantize's whole job as a library call: open the base model, refuse what cannot be
+// quantized, calibrate (or reuse cached statistics), quantize and write the checkpoint.
+#ifndef LOOM_MODELS_QUANT_QUANTIZE_PIPELINE_H_
+#define LOOM_MODELS_QUANT_QUANTIZE_PIPELINE_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "models/quant/quant_options.h"
+#include "models/quant/quantized_checkpoint.h"
+
+namespace loom::quant {
+
+inline constexpr char kJaneAustenSource[] =
+    "Jane Austen novels via Debian r-cran-janeaustenr (MIT; texts public domain)";
+
+struct QuantizeRequest {
+  std::string model_path;        // GGUF file or HF directory
+  std::string calibration_text;  // UTF-8 text file (never the held-out evaluation text)
+  std::string calibration_source = kJaneAustenSource;
+  std::string out_dir;
+  int sequences = 32;
+  int seq_len = 512;
+  std::string cache_dir;  // calibration statistics cache; "" = none
+  QuantOptions options;
+};
+
+struct QuantizeReport {
+  QuantizedCheckpointMeta meta;
+  int64_t calibration_tokens = 0;
+  bool calibration_cached = false;
+  double calibration_seconds = 0;  // forward passes (0 when cached)
+  double quantize_seconds = 0;
+  int64_t safetensors_bytes = 0;
+};
+
+// Refusals (InvalidArgument unless noted, each naming the cause): a model that is not a
+// Llama (the reader's message), a scheme of 'none', a group size that is odd, not
+// positive or wider than an activation, outlier counts whose remainder is not a multiple
+// of the group, an empty calibration text or one named heldout.txt, too few tokens for
+// sequences x seq_len; NotFound for a missing model or text file.
+absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(const QuantizeRequest& r,
+                                                    const std::function<void(const std::string&)>& log);
+
+}  // namespace loom::quant
+
+#endif  // LOOM_MODELS_QUANT_QUANTIZE_PIPELINE_H_
