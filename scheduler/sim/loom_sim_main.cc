@@ -50,6 +50,9 @@ ABSL_FLAG(std::string, prompt_len, "",
           "ShareGPT-like lognormal:161:1:4:2048)");
 ABSL_FLAG(std::string, output_len, "",
           "output tokens, same forms (default: lognormal:338:0.8:4:2048)");
+ABSL_FLAG(double, rate_amplitude, 0,
+          "rate(t) = rate * (1 + A sin(2 pi t / period)): load that rises and falls; 0 = constant");
+ABSL_FLAG(double, rate_period_s, 600, "period of the rate modulation (simulated seconds)");
 ABSL_FLAG(bool, json, false, "print one JSON object per run instead of markdown");
 ABSL_FLAG(bool, autoscale, true, "release idle workers / acquire on want_more (all policies)");
 ABSL_FLAG(double, autoscale_period_s, 1.0, "autoscaler period (simulated seconds)");
@@ -165,7 +168,7 @@ int Main() {
   }
   if (!json) std::printf("Worker model: %s. step_ms = %.3f + %.3f*decode + %.3f*prefill + %.3f*distinct_adapters"
               " + %.1f*adapter_loads + %.5f*kv_tokens; KV %d pages x %d tokens; batch cap %d; "
-              "seed %llu. Autoscaler: %s.\n\n",
+              "seed %llu. Autoscaler: %s. Arrivals: %s.\n\n",
               hw->name.c_str(), m.base_ms, m.decode_ms_per_token, m.prefill_ms_per_token,
               m.ms_per_distinct_adapter, m.adapter_load_ms, m.ms_per_kv_token, hw->kv_pages,
               hw->kv_page_size, absl::GetFlag(FLAGS_max_batch_size),
@@ -176,7 +179,12 @@ int Main() {
                                     absl::GetFlag(FLAGS_cold_start_s),
                                     absl::GetFlag(FLAGS_autoscale_period_s),
                                     absl::GetFlag(FLAGS_min_workers)).c_str()
-                  : "off (every worker held throughout)");
+                  : "off (every worker held throughout)",
+              absl::GetFlag(FLAGS_rate_amplitude) > 0
+                  ? absl::StrFormat("Poisson, rate(t) = rate x (1 + %.2f sin(2 pi t / %.0f s))",
+                                    absl::GetFlag(FLAGS_rate_amplitude),
+                                    absl::GetFlag(FLAGS_rate_period_s)).c_str()
+                  : "Poisson, constant rate");
   if (!json) std::printf("| GPUs | policy | workload | load | rate (req/s) | throughput (tok/s) | p50 (s) | "
               "p99 (s) | TTFT p99 (s) | queue mean (s) | worker-s (held) | mean held | busy worker-s | "
               "releases | migrations | evictions |\n"
@@ -206,6 +214,8 @@ int Main() {
                               : absl::GetFlag(FLAGS_requests_per_worker) * workers;
         wo.seed = absl::GetFlag(FLAGS_seed);
         wo.prompt = prompt_len;
+        wo.rate_amplitude = absl::GetFlag(FLAGS_rate_amplitude);
+        wo.rate_period_s = absl::GetFlag(FLAGS_rate_period_s);
         wo.output = output_len;
         const double capacity = EstimateCapacityRps(*hw, absl::GetFlag(FLAGS_max_batch_size),
                                                     workers, wo.prompt.mean, wo.output.mean);

@@ -120,6 +120,12 @@ absl::StatusOr<std::vector<SimRequest>> GenerateWorkload(const WorkloadOptions& 
   if (!(o.zipf_alpha > 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat("zipf_alpha must be > 1, got ", o.zipf_alpha));
   }
+  if (!(o.rate_amplitude >= 0 && o.rate_amplitude <= 1) ||
+      (o.rate_amplitude > 0 && !(o.rate_period_s > 0))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rate modulation needs amplitude in [0, 1] and period > 0, got ", o.rate_amplitude,
+        " and ", o.rate_period_s));
+  }
   if (auto s = Validate(o.prompt, "prompt"); !s.ok()) return s;
   if (auto s = Validate(o.output, "output"); !s.ok()) return s;
 
@@ -139,7 +145,19 @@ absl::StatusOr<std::vector<SimRequest>> GenerateWorkload(const WorkloadOptions& 
   for (int i = 0; i < n; ++i) {
     SimRequest& r = out[i];
     r.id = static_cast<uint64_t>(i);
-    t += arrivals.Exponential() / o.arrival_rate;
+    if (o.rate_amplitude > 0) {
+      // Thinning (Lewis-Shedler): candidates at the peak rate, each kept with probability
+      // rate(t) / peak.
+      const double peak = o.arrival_rate * (1 + o.rate_amplitude);
+      for (;;) {
+        t += arrivals.Exponential() / peak;
+        const double rate =
+            o.arrival_rate * (1 + o.rate_amplitude * std::sin(2 * kPi * t / o.rate_period_s));
+        if (arrivals.Uniform() * peak < rate) break;
+      }
+    } else {
+      t += arrivals.Exponential() / o.arrival_rate;
+    }
     r.arrival_s = t;
     r.prompt_tokens = SampleLength(o.prompt, lengths);
     r.output_tokens = SampleLength(o.output, lengths);

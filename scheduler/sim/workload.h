@@ -44,7 +44,12 @@ absl::StatusOr<LengthDistribution> ParseLengthDistribution(std::string_view spec
 struct WorkloadOptions {
   AdapterWorkload adapters = AdapterWorkload::kDistinct;
   int num_requests = 1000;
-  double arrival_rate = 1.0;  // requests per second (Poisson)
+  double arrival_rate = 1.0;  // requests per second (Poisson); the MEAN rate if modulated
+  // Non-homogeneous Poisson (load that rises and falls, as a day's traffic does): rate(t)
+  // = arrival_rate * (1 + rate_amplitude * sin(2 pi t / rate_period_s)), drawn by
+  // thinning. rate_amplitude in [0, 1]; 0 = homogeneous (rate_period_s unused).
+  double rate_amplitude = 0;
+  double rate_period_s = 600;
   // ShareGPT-like defaults: means of 161 prompt and 338 output tokens, the ShareGPT
   // averages reported in the vLLM paper (Punica sampled its lengths from ShareGPT too).
   // The shapes (sigma) are our choice: a long right tail as in chat traces.
@@ -62,7 +67,8 @@ struct SimRequest {
   int output_tokens = 0;
 };
 
-// InvalidArgument on num_requests < 1, rate <= 0, bad length bounds or alpha <= 1.
+// InvalidArgument on num_requests < 1, rate <= 0, bad length bounds, alpha <= 1, or a
+// modulation outside amplitude [0, 1] / period > 0.
 absl::StatusOr<std::vector<SimRequest>> GenerateWorkload(const WorkloadOptions& options);
 
 std::string AdapterName(int adapter);

@@ -131,5 +131,26 @@ TEST(GenerateWorkload, FixedAndUniformLengths) {
   EXPECT_NEAR(sum / o.num_requests, 31.5, 3 * sd / std::sqrt(4000.0));
 }
 
+// A modulated rate: arrivals in the rising halves of the sine (rate 1 + A sin) against the
+// falling halves: expected ratio (1 + 2A/pi) / (1 - 2A/pi) = 3.07 for A = 0.8; the mean
+// rate stays `arrival_rate` (n / last arrival within 5%).
+TEST(GenerateWorkload, ModulatedRateFollowsTheSine) {
+  WorkloadOptions o;
+  o.num_requests = 20000;
+  o.arrival_rate = 10;
+  o.rate_amplitude = 0.8;
+  o.rate_period_s = 100;
+  absl::StatusOr<std::vector<SimRequest>> r = GenerateWorkload(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  int high = 0, low = 0;
+  for (const SimRequest& q : *r) {
+    (std::fmod(q.arrival_s, 100.0) < 50.0 ? high : low) += 1;
+  }
+  EXPECT_NEAR(static_cast<double>(high) / low, 3.07, 0.25);
+  EXPECT_NEAR(o.num_requests / r->back().arrival_s, 10.0, 0.5);
+  o.rate_amplitude = 1.5;
+  EXPECT_FALSE(GenerateWorkload(o).ok());
+}
+
 }  // namespace
 }  // namespace loom

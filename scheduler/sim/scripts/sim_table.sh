@@ -7,7 +7,9 @@
 # with least-loaded: worker-seconds at the same rate, the p99 ratio, and the fewest
 # workers a STATIC least-loaded cluster needs to meet Punica's p99 (an oracle that knows
 # the rate) with its worker-seconds. Then capacity (150% load, every GPU saturated):
-# Distinct vs Identical throughput.
+# Distinct vs Identical throughput. Last, load that rises and falls (Poisson with rate(t) =
+# mean x (1 + 0.8 sin(2 pi t / 600 s)), mean 50%, so 10%..90% over one period), where a
+# static cluster must be sized for the peak.
 #
 # Deterministic (seeded). Prints markdown. The two cluster sizes run in parallel (2
 # cores); a few minutes in all. Extra flags go to every loom_sim run, e.g.
@@ -30,6 +32,11 @@ for n in 8 64; do
     --loads=1.5 "$@" >"$tmp/capacity_$n.md" &
 done
 wait
+for n in 8 64; do
+  "$sim" --workers=$n --policies=punica,least_loaded --workloads=distinct,uniform,skewed,identical \
+    --loads=0.5 --rate_amplitude=0.8 --rate_period_s=600 --match_p99 "$@" >"$tmp/modulated_$n.md" &
+done
+wait
 
 # Each file: model line, blank, table (header, rule, rows), blank, comparison table.
 head -1 "$tmp/policies_8.md"
@@ -50,3 +57,13 @@ echo "## Capacity (150% of the estimated capacity offered; throughput is what th
 echo
 sed -n '3,4p' "$tmp/capacity_8.md"
 for n in 8 64; do awk 'NR > 4 && /^\| [0-9]/ && NF > 30' "$tmp/capacity_$n.md"; done
+echo
+echo "## Load that rises and falls: $(sed -n '1s/.*Arrivals: //p' "$tmp/modulated_8.md")"
+echo
+sed -n '3,4p' "$tmp/modulated_8.md"
+for n in 8 64; do awk 'NR > 4 && /^\| [0-9]/ && NF > 30' "$tmp/modulated_$n.md"; done
+echo
+for n in 8 64; do
+  awk '/worker-s least-loaded/ {on = 1} on && NF' "$tmp/modulated_$n.md" |
+    { if [[ $n == 8 ]]; then cat; else tail -n +3; fi; }
+done
