@@ -1,7 +1,12 @@
-// loomd: the Loom serving daemon. Loads the base model, serves loom.v1.Inference (with
-// grpc.health.v1 and server reflection) on --host:--port, loom.v1.Admin on
-// --admin_host:--admin_port, and /metrics + /healthz on --metrics_port. SIGTERM/SIGINT:
-// stop accepting, let in-flight streams finish within --shutdown_grace, exit 0.
+// loomd: the Loom serving daemon. --role picks what this process is:
+//   single (default): loads the base model, serves loom.v1.Inference (with
+//     grpc.health.v1 and server reflection) on --host:--port;
+//   worker: the same engine behind loom.internal.v1.Worker on --host:--port, for a
+//     router (server/worker/worker_role.h); no loom.v1.Inference;
+//   router: loom.v1.Inference over remote workers (not built yet).
+// Single and worker also serve loom.v1.Admin on --admin_host:--admin_port, and /metrics
+// + /healthz on --metrics_port. SIGTERM/SIGINT: stop accepting, let in-flight streams
+// finish within --shutdown_grace, exit 0.
 // Settings: an optional JSON --config whose keys are the flag names, overridden by the
 // flags given on the command line (server/server_config.h).
 #include <signal.h>
@@ -13,34 +18,33 @@
 #include <string>
 #include <thread>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "models/default_model.h"
 #include "server/admin_service.h"
-#include "server/adapter_manager.h"
-#include "server/engine_state_publisher.h"
+#include "server/daemon_support.h"
+#include "server/engine_host.h"
 #include "server/inference_service.h"
 #include "server/metrics/http_endpoint.h"
 #include "server/metrics/server_metrics.h"
 #include "server/server_config.h"
-#include "server/serving_model.h"
+#include "server/worker/worker_role.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, config, "", "JSON config file; its keys are these flags' names");
+ABSL_FLAG(std::string, role, "single", "single, worker (engine for a router) or router");
 ABSL_FLAG(std::string, model, "", "base model: GGUF file or HF directory (default: SmolLM2)");
 ABSL_FLAG(std::string, adapter_roots, "", "comma-separated directories adapters load from");
 ABSL_FLAG(std::string, preload, "", "adapters loaded at start: id=path,id=path,...");
-ABSL_FLAG(std::string, host, "127.0.0.1", "inference listen address");
-ABSL_FLAG(int, port, 50051, "inference port");
+ABSL_FLAG(std::string, host, "127.0.0.1", "inference (worker: Worker service) listen address");
+ABSL_FLAG(int, port, 50051, "inference (worker: Worker service) port");
 ABSL_FLAG(std::string, admin_host, "127.0.0.1", "admin listen address");
 ABSL_FLAG(int, admin_port, 50052, "admin port");
 ABSL_FLAG(std::string, metrics_host, "127.0.0.1", "HTTP /metrics and /healthz address");
@@ -96,138 +100,47 @@ absl::StatusOr<ServerOptions> ParseOptions(const std::set<std::string>& specifie
   return o;
 }
 
-std::string Address(const std::string& host, int port) {
-  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
-  return v6 ? absl::StrFormat("[%s]:%d", host, port) : absl::StrFormat("%s:%d", host, port);
-}
-
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& o) {
-  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions ssl;
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  auto read = [](const std::string& path) -> absl::StatusOr<std::string> {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) return absl::NotFoundError(absl::StrFormat("cannot read '%s'", path));
-    std::string out;
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
-    std::fclose(f);
-    return out;
-  };
-  absl::StatusOr<std::string> cert = read(o.tls_cert), key = read(o.tls_key);
-  if (!cert.ok()) return cert.status();
-  if (!key.ok()) return key.status();
-  pair.cert_chain = *cert;
-  pair.private_key = *key;
-  ssl.pem_key_cert_pairs.push_back(pair);
-  if (!o.tls_client_ca.empty()) {
-    absl::StatusOr<std::string> ca = read(o.tls_client_ca);
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *ca;
-    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-  }
-  return grpc::SslServerCredentials(ssl);
-}
-
-// Builds and starts one gRPC server with `service` (plus health and reflection).
-absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
-    const std::string& address, const std::shared_ptr<grpc::ServerCredentials>& creds,
-    grpc::Service* service, const char* service_name) {
-  grpc::ServerBuilder builder;
-  int bound = 0;
-  builder.AddListeningPort(address, creds, &bound);
-  builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound == 0) {
-    return absl::UnavailableError(absl::StrFormat("cannot listen on %s", address));
-  }
-  server->GetHealthCheckService()->SetServingStatus(service_name, true);
-  server->GetHealthCheckService()->SetServingStatus(true);
-  spdlog::info("event=listening service={} address={} port={}", service_name, address, bound);
-  return server;
-}
-
-EngineOptions ToEngineOptions(const ServerOptions& o) {
-  EngineOptions e;
-  e.max_batch_tokens = o.max_batch_tokens;
-  e.max_running = o.max_running;
-  e.max_queued = o.max_queued;
-  e.policy = o.policy == "fair" ? AdmissionPolicy::kFairShare : AdmissionPolicy::kFcfs;
-  e.kv.page_size = o.kv_page_size;
-  e.kv.budget_bytes = o.kv_bytes;
-  e.max_context = o.max_context;
-  return e;
-}
-
-int WaitForSignal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
-  }
-  return sig;
-}
-
-absl::Status Serve(const ServerOptions& o) {
+// --role=single: the engine and loom.v1.Inference in this process.
+absl::Status ServeSingle(const ServerOptions& o) {
   ServerMetrics metrics;
   HttpEndpoint http;
   if (o.metrics_port > 0) {
     if (absl::Status s = http.Start(o.metrics_host, o.metrics_port, &metrics); !s.ok()) {
       return s;
     }
-    spdlog::info("event=listening service=http address={}", Address(o.metrics_host, http.port()));
+    spdlog::info("event=listening service=http address={}",
+                 ListenAddress(o.metrics_host, http.port()));
   }
-  const absl::Time t0 = absl::Now();
-  spdlog::info("event=model_loading path={} threads={}", o.model, o.threads);
-  absl::StatusOr<std::unique_ptr<ServingModel>> model = ServingModel::Load(o.model, o.threads);
-  if (!model.ok()) return model.status();
-  spdlog::info("event=model_loaded name={} seconds={:.2f} context={}", (*model)->name,
-               absl::ToDoubleSeconds(absl::Now() - t0), (*model)->model->config().max_context);
-  AdapterStore::Options store_options;
-  store_options.budget_bytes = o.adapter_bytes;
-  AdapterStore store((*model)->model->config(), store_options);
-  absl::StatusOr<AdapterRoots> roots = AdapterRoots::Create(o.adapter_roots);
-  if (!roots.ok()) return roots.status();
-  AdapterManager adapters(&store, *std::move(roots), o.on_demand_adapters, &metrics);
-  for (const PreloadAdapter& p : o.preload) {
-    absl::StatusOr<AdapterInfo> info = adapters.Load(p.id, p.source, /*pin=*/false);
-    if (!info.ok()) spdlog::error("event=preload_failed id={} error=\"{}\"", p.id, std::string(info.status().message()));
-  }
-  EngineStatePublisher publisher(metrics.observer());
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(
-      (*model)->model.get(), (*model)->tokenizer.get(), &store, &publisher,
-      ToEngineOptions(o));
-  if (!engine.ok()) return engine.status();
-  publisher.Start(engine->get());
-  absl::Cleanup stop_publisher = [&publisher] { publisher.Stop(); };  // before the engine
+  absl::StatusOr<std::unique_ptr<EngineHost>> host = EngineHost::Start(o, &metrics);
+  if (!host.ok()) return host.status();
+  Engine* engine = (*host)->engine();
   BearerAuth auth;
   if (!o.admin_token_file.empty()) {
     absl::StatusOr<BearerAuth> a = BearerAuth::FromFile(o.admin_token_file);
     if (!a.ok()) return a.status();
     auth = *std::move(a);
   }
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = Credentials(o);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentialsFor(o);
   if (!creds.ok()) return creds.status();
 
   std::atomic<bool> serving{false};
-  InferenceService inference(model->get(), engine->get(), &adapters, &metrics, &serving);
-  AdminService admin(model->get(), engine->get(), &adapters, std::move(auth), &serving,
+  InferenceService inference((*host)->model(), engine, (*host)->adapters(), &metrics,
+                             &serving);
+  AdminService admin((*host)->model(), engine, (*host)->adapters(), std::move(auth), &serving,
                      o.kv_page_size);
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  EnableHealthAndReflection();
   absl::StatusOr<std::unique_ptr<grpc::Server>> inference_server =
-      StartServer(Address(o.host, o.port), *creds, &inference, "loom.v1.Inference");
+      StartGrpcServer(ListenAddress(o.host, o.port), *creds, &inference, "loom.v1.Inference");
   if (!inference_server.ok()) return inference_server.status();
   absl::StatusOr<std::unique_ptr<grpc::Server>> admin_server =
-      StartServer(Address(o.admin_host, o.admin_port), *creds, &admin, "loom.v1.Admin");
+      StartGrpcServer(ListenAddress(o.admin_host, o.admin_port), *creds, &admin,
+                      "loom.v1.Admin");
   if (!admin_server.ok()) return admin_server.status();
   serving.store(true, std::memory_order_release);
   metrics.SetReady(true);
-  spdlog::info("event=ready max_context={}", (*engine)->max_context());
+  spdlog::info("event=ready role=single max_context={}", engine->max_context());
 
-  const int sig = WaitForSignal();
+  const int sig = WaitForTerminationSignal();
   spdlog::info("event=shutdown signal={} grace_seconds={:.1f}", sig,
                absl::ToDoubleSeconds(o.shutdown_grace));
   serving.store(false, std::memory_order_release);
@@ -238,14 +151,31 @@ absl::Status Serve(const ServerOptions& o) {
     (*inference_server)->Shutdown(absl::ToChronoTime(absl::Now() + o.shutdown_grace +
                                                      absl::Seconds(5)));
   });
-  (*engine)->Shutdown(o.shutdown_grace);
+  engine->Shutdown(o.shutdown_grace);
   stopper.join();
   (*admin_server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   http.Stop();
-  std::move(stop_publisher).Invoke();
-  engine->reset();
+  host->reset();
   spdlog::info("event=stopped");
   return absl::OkStatus();
+}
+
+// --role=router: built by server/router (not landed yet).
+absl::Status RunRouterRole(const ServerOptions&) {
+  return absl::UnimplementedError("--role=router is not built yet");
+}
+
+// One entry point per role.
+absl::Status Run(const ServerOptions& o) {
+  switch (o.role) {
+    case ServerRole::kSingle:
+      return ServeSingle(o);
+    case ServerRole::kWorker:
+      return RunWorkerRole(o);
+    case ServerRole::kRouter:
+      return RunRouterRole(o);
+  }
+  return absl::InvalidArgumentError("unknown role");
 }
 
 }  // namespace
@@ -270,7 +200,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(spdlog::level::from_str(options->log_level));
-  if (absl::Status s = loom::Serve(*options); !s.ok()) {
+  if (absl::Status s = loom::Run(*options); !s.ok()) {
     spdlog::critical("event=fatal code={} error=\"{}\"", absl::StatusCodeToString(s.code()),
                      std::string(s.message()));
     return 1;

@@ -104,6 +104,16 @@ const std::map<std::string, Setter>& Setters() {
        Int("adapter_bytes", &ServerOptions::adapter_bytes, 1, int64_t{1} << 50)},
       {"max_context", Int("max_context", &ServerOptions::max_context, 0, 1 << 24)},
       {"threads", Int("threads", &ServerOptions::threads, 0, 4096)},
+      {"role",
+       [](const std::string& v, ServerOptions* o) {
+         for (ServerRole r : {ServerRole::kSingle, ServerRole::kWorker, ServerRole::kRouter}) {
+           if (v == ServerRoleName(r)) {
+             o->role = r;
+             return absl::OkStatus();
+           }
+         }
+         return Bad("role", v, "must be single, worker or router");
+       }},
       {"policy",
        [](const std::string& v, ServerOptions* o) {
          if (v != "fcfs" && v != "fair") return Bad("policy", v, "must be fcfs or fair");
@@ -171,6 +181,18 @@ absl::StatusOr<std::string> JsonToSetting(const std::string& key, const nlohmann
 }
 
 }  // namespace
+
+const char* ServerRoleName(ServerRole role) {
+  switch (role) {
+    case ServerRole::kSingle:
+      return "single";
+    case ServerRole::kWorker:
+      return "worker";
+    case ServerRole::kRouter:
+      return "router";
+  }
+  return "single";
+}
 
 const std::vector<std::string>& SettingNames() {
   static const auto* names = [] {

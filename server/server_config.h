@@ -24,12 +24,23 @@ struct PreloadAdapter {
   std::string source;  // resolved against the adapter roots at start
 };
 
+// What one loomd process is (ARCHITECTURE.md, "Growing past one machine").
+enum class ServerRole {
+  kSingle,  // the engine + loom.v1.Inference in one process (the default)
+  kWorker,  // the engine behind loom.internal.v1.Worker, for a router; no Inference
+  kRouter,  // loom.v1.Inference over remote workers; no engine
+};
+
+// "single", "worker", "router".
+const char* ServerRoleName(ServerRole role);
+
 struct ServerOptions {
+  ServerRole role = ServerRole::kSingle;
   std::string model;                      // "" = DefaultModelPath()
   std::vector<std::string> adapter_roots;
   std::vector<PreloadAdapter> preload;    // loaded (and pinned) at start
   std::string host = "127.0.0.1";
-  int port = 50051;
+  int port = 50051;                       // Inference (single), Worker (worker) service
   std::string admin_host = "127.0.0.1";
   int admin_port = 50052;
   std::string metrics_host = "127.0.0.1";

@@ -16,7 +16,22 @@ TEST(ServerConfigTest, DefaultsServeLoopbackOnTheDocumentedPorts) {
   EXPECT_EQ(o.admin_port, 50052);
   EXPECT_EQ(o.metrics_port, 9400);
   EXPECT_TRUE(o.on_demand_adapters);
+  EXPECT_EQ(o.role, ServerRole::kSingle);
   EXPECT_TRUE(o.Validate().ok());
+}
+
+TEST(ServerConfigTest, RoleParsesByName) {
+  ServerOptions o;
+  for (ServerRole r : {ServerRole::kWorker, ServerRole::kRouter, ServerRole::kSingle}) {
+    ASSERT_TRUE(ApplySetting("role", ServerRoleName(r), &o).ok());
+    EXPECT_EQ(o.role, r);
+  }
+  ASSERT_TRUE(ApplyConfigJson(R"({"role": "worker"})", &o).ok());
+  EXPECT_EQ(o.role, ServerRole::kWorker);
+  absl::Status s = ApplySetting("role", "frontend", &o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("role"), std::string::npos) << s;
+  EXPECT_EQ(o.role, ServerRole::kWorker);
 }
 
 TEST(ServerConfigTest, SettingsParse) {

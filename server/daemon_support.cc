@@ -1,0 +1,98 @@
+#include "server/daemon_support.h"
+
+#include <signal.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "spdlog/spdlog.h"
+
+namespace loom {
+
+std::string ListenAddress(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
+  return v6 ? absl::StrFormat("[%s]:%d", host, port) : absl::StrFormat("%s:%d", host, port);
+}
+
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return absl::NotFoundError(absl::StrFormat("cannot read '%s'", path));
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
+  std::fclose(f);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
+    const ServerOptions& o) {
+  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  absl::StatusOr<std::string> cert = ReadFile(o.tls_cert), key = ReadFile(o.tls_key);
+  if (!cert.ok()) return cert.status();
+  if (!key.ok()) return key.status();
+  pair.cert_chain = *cert;
+  pair.private_key = *key;
+  ssl.pem_key_cert_pairs.push_back(pair);
+  if (!o.tls_client_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadFile(o.tls_client_ca);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+void EnableHealthAndReflection() {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+}
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
+    const std::string& address, const std::shared_ptr<grpc::ServerCredentials>& creds,
+    grpc::Service* service, const char* service_name) {
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  builder.AddListeningPort(address, creds, &bound);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound == 0) {
+    return absl::UnavailableError(absl::StrFormat("cannot listen on %s", address));
+  }
+  server->GetHealthCheckService()->SetServingStatus(service_name, true);
+  server->GetHealthCheckService()->SetServingStatus(true);
+  spdlog::info("event=listening service={} address={} port={}", service_name, address, bound);
+  return server;
+}
+
+EngineOptions ToEngineOptions(const ServerOptions& o) {
+  EngineOptions e;
+  e.max_batch_tokens = o.max_batch_tokens;
+  e.max_running = o.max_running;
+  e.max_queued = o.max_queued;
+  e.policy = o.policy == "fair" ? AdmissionPolicy::kFairShare : AdmissionPolicy::kFcfs;
+  e.kv.page_size = o.kv_page_size;
+  e.kv.budget_bytes = o.kv_bytes;
+  e.max_context = o.max_context;
+  return e;
+}
+
+int WaitForTerminationSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0) {
+  }
+  return sig;
+}
+
+}  // namespace loom

@@ -1,0 +1,45 @@
+// Pieces every loomd role uses to stand up its gRPC listeners and wait for a stop signal.
+// Kept out of loomd_main.cc so each role's entry point (single in loomd_main.cc, worker
+// in server/worker, router in server/router) builds its servers the same way.
+#ifndef LOOM_SERVER_DAEMON_SUPPORT_H_
+#define LOOM_SERVER_DAEMON_SUPPORT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+#include "scheduler/engine/engine.h"
+#include "server/server_config.h"
+
+namespace loom {
+
+// "host:port", or "[v6]:port" for a bare IPv6 host.
+std::string ListenAddress(const std::string& host, int port);
+
+// Insecure without tls_cert; else TLS with the PEM pair, and required client certificates
+// verified against tls_client_ca when given. NotFound when a file cannot be read.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
+    const ServerOptions& options);
+
+// Turns on the default grpc.health.v1 service and server reflection for every server
+// built afterwards. Call once before StartGrpcServer.
+void EnableHealthAndReflection();
+
+// Builds and starts one gRPC server at `address` with `service`, and marks `service_name`
+// and the server as a whole SERVING in its health service. Unavailable when the address
+// cannot be bound.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
+    const std::string& address, const std::shared_ptr<grpc::ServerCredentials>& creds,
+    grpc::Service* service, const char* service_name);
+
+// The engine settings of `options`.
+EngineOptions ToEngineOptions(const ServerOptions& options);
+
+// Blocks until SIGTERM or SIGINT (which main() must have blocked in every thread) and
+// returns it.
+int WaitForTerminationSignal();
+
+}  // namespace loom
+
+#endif  // LOOM_SERVER_DAEMON_SUPPORT_H_

@@ -1,0 +1,50 @@
+#include "server/engine_host.h"
+
+#include "absl/time/clock.h"
+#include "server/daemon_support.h"
+#include "spdlog/spdlog.h"
+
+namespace loom {
+
+absl::StatusOr<std::unique_ptr<EngineHost>> EngineHost::Start(const ServerOptions& o,
+                                                              ServerMetrics* metrics) {
+  std::unique_ptr<EngineHost> h(new EngineHost());
+  const absl::Time t0 = absl::Now();
+  spdlog::info("event=model_loading path={} threads={}", o.model, o.threads);
+  absl::StatusOr<std::unique_ptr<ServingModel>> model = ServingModel::Load(o.model, o.threads);
+  if (!model.ok()) return model.status();
+  h->model_ = *std::move(model);
+  spdlog::info("event=model_loaded name={} seconds={:.2f} context={}", h->model_->name,
+               absl::ToDoubleSeconds(absl::Now() - t0),
+               h->model_->model->config().max_context);
+  AdapterStore::Options store_options;
+  store_options.budget_bytes = o.adapter_bytes;
+  h->store_ = std::make_unique<AdapterStore>(h->model_->model->config(), store_options);
+  absl::StatusOr<AdapterRoots> roots = AdapterRoots::Create(o.adapter_roots);
+  if (!roots.ok()) return roots.status();
+  h->adapters_ = std::make_unique<AdapterManager>(h->store_.get(), *std::move(roots),
+                                                  o.on_demand_adapters, metrics);
+  for (const PreloadAdapter& p : o.preload) {
+    absl::StatusOr<AdapterInfo> info = h->adapters_->Load(p.id, p.source, /*pin=*/false);
+    if (!info.ok()) {
+      spdlog::error("event=preload_failed id={} error=\"{}\"", p.id,
+                    std::string(info.status().message()));
+    }
+  }
+  h->publisher_ = std::make_unique<EngineStatePublisher>(metrics->observer());
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(h->model_->model.get(), h->model_->tokenizer.get(), h->store_.get(),
+                     h->publisher_.get(), ToEngineOptions(o));
+  if (!engine.ok()) return engine.status();
+  h->engine_ = *std::move(engine);
+  h->publisher_->Start(h->engine_.get());
+  return h;
+}
+
+EngineHost::~EngineHost() {
+  if (publisher_) publisher_->Stop();  // it polls the engine
+  engine_.reset();
+  adapters_.reset();  // its loader thread may still touch the store
+}
+
+}  // namespace loom

@@ -1,0 +1,92 @@
+#include "server/worker/worker_role.h"
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "scheduler/cluster/inprocess_worker.h"
+#include "server/admin_service.h"
+#include "server/bearer_auth.h"
+#include "server/daemon_support.h"
+#include "server/engine_host.h"
+#include "server/metrics/http_endpoint.h"
+#include "server/metrics/server_metrics.h"
+#include "server/worker/worker_service.h"
+#include "spdlog/spdlog.h"
+
+namespace loom {
+
+absl::Status RunWorkerRole(const ServerOptions& o) {
+  ServerMetrics metrics;
+  HttpEndpoint http;
+  if (o.metrics_port > 0) {
+    if (absl::Status s = http.Start(o.metrics_host, o.metrics_port, &metrics); !s.ok()) {
+      return s;
+    }
+    spdlog::info("event=listening service=http address={}",
+                 ListenAddress(o.metrics_host, http.port()));
+  }
+  absl::StatusOr<std::unique_ptr<EngineHost>> host = EngineHost::Start(o, &metrics);
+  if (!host.ok()) return host.status();
+  Engine* engine = (*host)->engine();
+  BearerAuth auth;
+  if (!o.admin_token_file.empty()) {
+    absl::StatusOr<BearerAuth> a = BearerAuth::FromFile(o.admin_token_file);
+    if (!a.ok()) return a.status();
+    auth = *std::move(a);
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentialsFor(o);
+  if (!creds.ok()) return creds.status();
+
+  InProcessWorkerOptions worker_options;
+  worker_options.name = ListenAddress(o.host, o.port);
+  AdapterManager* adapters = (*host)->adapters();
+  worker_options.ensure_adapter = [adapters](const std::string& id,
+                                             std::function<void(absl::Status)> done) {
+    adapters->EnsureKnownAsync(id, std::move(done));
+  };
+  worker_options.adapters = (*host)->store();
+  worker_options.max_batch_size = o.max_running;
+  InProcessWorker worker(engine, worker_options);
+
+  std::atomic<bool> serving{false};
+  WorkerService service(&worker, &serving, &metrics);
+  AdminService admin((*host)->model(), engine, adapters, std::move(auth), &serving,
+                     o.kv_page_size);
+  EnableHealthAndReflection();
+  absl::StatusOr<std::unique_ptr<grpc::Server>> worker_server = StartGrpcServer(
+      ListenAddress(o.host, o.port), *creds, &service, "loom.internal.v1.Worker");
+  if (!worker_server.ok()) return worker_server.status();
+  absl::StatusOr<std::unique_ptr<grpc::Server>> admin_server =
+      StartGrpcServer(ListenAddress(o.admin_host, o.admin_port), *creds, &admin,
+                      "loom.v1.Admin");
+  if (!admin_server.ok()) return admin_server.status();
+  serving.store(true, std::memory_order_release);
+  metrics.SetReady(true);
+  spdlog::info("event=ready role=worker max_context={}", engine->max_context());
+
+  const int sig = WaitForTerminationSignal();
+  spdlog::info("event=shutdown signal={} grace_seconds={:.1f}", sig,
+               absl::ToDoubleSeconds(o.shutdown_grace));
+  serving.store(false, std::memory_order_release);
+  metrics.SetReady(false);
+  worker.Close();
+  (*worker_server)->GetHealthCheckService()->SetServingStatus(false);
+  // Stop accepting; in-flight streams end when the engine finishes or cancels them.
+  std::thread stopper([&] {
+    (*worker_server)->Shutdown(absl::ToChronoTime(absl::Now() + o.shutdown_grace +
+                                                  absl::Seconds(5)));
+  });
+  engine->Shutdown(o.shutdown_grace);
+  stopper.join();
+  (*admin_server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  http.Stop();
+  host->reset();
+  spdlog::info("event=stopped");
+  return absl::OkStatus();
+}
+
+}  // namespace loom
