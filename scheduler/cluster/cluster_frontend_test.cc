@@ -410,5 +410,50 @@ TEST_F(ClusterFrontendTest, ReportsIdleWorkers) {
   EXPECT_FALSE(st.workers[1].idle);
 }
 
+// Punica consolidation: the lightly loaded worker's request moves (cancel + re-add) onto
+// the fuller worker, which continues it exactly; the emptied worker goes idle.
+TEST_F(ClusterFrontendTest, ConsolidationEmptiesTheLighterWorker) {
+  ClusterOptions o = Options("punica", /*max_batch=*/3);
+  o.consolidation_interval = absl::Milliseconds(5);
+  auto f = *ClusterFrontend::Create(tok_.get(), o);
+  FakeWorker::Options ao;
+  ao.name = "a";
+  ao.stall_at = 3;
+  FakeWorker* a = AddFake(*f, ao);
+  FakeWorker::Options bo;
+  bo.name = "b";
+  bo.stall_at = 3;
+  FakeWorker* b = AddFake(*f, bo);
+  ASSERT_TRUE(WaitFor([&] { return WorkerUp(*f, "a") && WorkerUp(*f, "b"); }));
+  // Punica packs: three on a (the cap), the fourth on b.
+  std::vector<std::unique_ptr<Sink>> sinks;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    sinks.push_back(std::make_unique<Sink>());
+    absl::StatusOr<uint64_t> id =
+        f->Submit(Request("c" + std::to_string(i), "", 20), sinks.back()->Callback());
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  ASSERT_TRUE(WaitFor([&] { return sinks[3]->token_count() == 3; }));
+  EXPECT_EQ(a->active(), 3);
+  EXPECT_EQ(b->active(), 1);
+  EXPECT_EQ(f->GetStatus().migrations, 0u);  // a is full: nothing can move yet
+  // One of a's requests ends: b's request now fits on a and moves there.
+  f->Cancel(ids[0]);
+  ASSERT_TRUE(WaitFor([&] { return a->active() == 3 && b->active() == 0; }));
+  EXPECT_EQ(f->GetStatus().migrations, 1u);
+  a->Unstall();
+  for (int i = 1; i < 4; ++i) {
+    ASSERT_TRUE(WaitFor([&] { return sinks[i]->done(); }));
+    const Reference ref = ReferenceRun(*tok_, "", Prompt("c" + std::to_string(i)), 20, -1);
+    EXPECT_EQ(sinks[i]->tokens, ref.tokens) << i;
+    EXPECT_EQ(sinks[i]->text, ref.text) << i;
+  }
+  EXPECT_EQ(b->started().size(), 1u);
+  EXPECT_EQ(a->started().size(), 4u);
+  EXPECT_EQ(a->started().back().generated_before, 3);
+}
+
 }  // namespace
 }  // namespace loom
