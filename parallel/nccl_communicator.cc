@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "kernels/cuda/cuda_status.h"
 #include "parallel/rank_order_sum_launch.h"
 
