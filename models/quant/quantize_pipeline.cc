@@ -56,8 +56,8 @@ absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
   }
   absl::StatusOr<std::unique_ptr<ModelSource>> source = ModelSource::Open(r.model_path);
   if (!source.ok()) {
-    return absl::Status(source.status().code(), absl::StrCat("cannot quantize ", r.model_path,
-                                                             ": ", source.status().message()));
+    return absl::Status(source.status().code(),
+                        absl::StrCat("cannot quantize: ", source.status().message()));
   }
   const LlamaConfig config = (*source)->config();
   absl::StatusOr<OutlierCounts> counts = ResolveOutlierCounts(ActivationWidths(config), o);

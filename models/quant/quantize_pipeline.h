@@ -36,7 +36,7 @@ struct QuantizeReport {
 };
 
 // Refusals (InvalidArgument unless noted, each naming the cause): a model that is not a
-// Llama (the reader's message), a scheme of 'none', a group size that is odd, not
+// Llama (the reader's message and code: Unimplemented), a scheme of 'none', a group size that is odd, not
 // positive or wider than an activation, outlier counts whose remainder is not a multiple
 // of the group, an empty calibration text or one named heldout.txt, too few tokens for
 // sequences x seq_len; NotFound for a missing model or text file.
