@@ -14,7 +14,7 @@ if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
   # Only the CUDA targets: the rest of the tree is the same with or without the config,
   # and --config=cuda builds into its own output tree (a second full build otherwise).
   echo "== CUDA build (sm_80, sm_89, sm_90a) =="
-  bazel build --config=cuda //kernels/cuda/... //third_party/cuda/... || status=1
+  bazel build --config=cuda //kernels/cuda/... //third_party/cuda/... //parallel/... || status=1
 else
   echo "== no nvcc on this machine: CUDA targets not compiled =="
 fi
