@@ -1,0 +1,181 @@
+// Throughput of every quantization scheme against the unquantized paths, in one run: the
+// stored base model (GGUF Q4_1 weights, int8 activations), the FP32 path (every weight
+// dequantized to F32) and each quantized checkpoint given (W8A8 / W4A8 / W4A4 with
+// outliers, optionally run with another activation precision). Not a test.
+//
+//   quant_benchmark --quantized DIR[:SCHEME],DIR[:SCHEME],... [--model PATH]
+//                   [--configs 1x128,8x128,32x128] [--decode_steps 32] [--runs 3]
+//                   [--threads 2] [--token_budget 512] [--json_out FILE]
+//
+// Per model and configuration BxP: prefill tokens/s and aggregate decode tokens/s, measured
+// by bench::Runner (models/llama/bench_runner.h) exactly as llama_benchmark does, so
+// scripts/bench_llamacpp.py with the same --configs/--decode_steps/--token_budget gives
+// llama.cpp's figures on its Q4_1 file. One warm-up run, then the median of --runs (the
+// fastest run too). Models are loaded one at a time.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "kernels/cpu/thread_pool.h"
+#include "models/eval/eval_model.h"
+#include "models/kv_cache/paged_kv_cache.h"
+#include "models/llama/bench_runner.h"
+#include "models/llama/bench_stats.h"
+
+ABSL_FLAG(std::string, model, "", "base GGUF file (default: the default model)");
+ABSL_FLAG(std::string, quantized, "",
+          "comma-separated checkpoint directories, each optionally DIR:SCHEME (override)");
+ABSL_FLAG(bool, stored, true, "measure the stored (Q4_1) path");
+ABSL_FLAG(bool, f32, true, "measure the FP32 path");
+ABSL_FLAG(std::string, configs, "1x128,8x128,32x128", "comma-separated BxP");
+ABSL_FLAG(int, decode_steps, 32, "decode steps after each prefill");
+ABSL_FLAG(int, runs, 3, "measured runs per configuration (median reported)");
+ABSL_FLAG(int, threads, 2, "CPU threads");
+ABSL_FLAG(int, token_budget, 512, "max tokens per prefill step");
+ABSL_FLAG(uint32_t, seed, 1, "prompt token seed");
+ABSL_FLAG(std::string, json_out, "", "also write the JSON line to this file");
+
+namespace loom {
+namespace {
+
+struct Row {
+  std::string name;
+  int batch = 0, prompt_len = 0;
+  double prefill_tok_s = 0, decode_tok_s = 0, best_prefill = 0, best_decode = 0;
+};
+
+absl::Status Measure(const std::string& name, const EvalModelOptions& o,
+                     const std::vector<bench::Config>& configs, kernels::ThreadPool* pool,
+                     std::vector<Row>* rows) {
+  absl::StatusOr<std::unique_ptr<EvalModel>> m = LoadEvalModel(o, pool);
+  if (!m.ok()) return m.status();
+  const LlamaModel& model = *(*m)->model;
+  const int steps = absl::GetFlag(FLAGS_decode_steps), runs = absl::GetFlag(FLAGS_runs);
+  KvCacheOptions kvo;
+  kvo.n_pages = bench::PagesFor(configs, steps, kvo.page_size);
+  absl::StatusOr<std::unique_ptr<PagedKvCache>> kv = PagedKvCache::Create(model.config(), kvo);
+  if (!kv.ok()) return kv.status();
+  bench::Runner runner(&model, kv->get(), absl::GetFlag(FLAGS_token_budget), steps);
+  std::fprintf(stderr, "%s: %s\n", name.c_str(), (*m)->description.c_str());
+  for (size_t ci = 0; ci < configs.size(); ++ci) {
+    const bench::Config& c = configs[ci];
+    const auto prompts = bench::RandomPrompts(c, model.config().vocab_size,
+                                              absl::GetFlag(FLAGS_seed) + static_cast<uint32_t>(ci));
+    if (absl::StatusOr<bench::RunTimes> w = runner.Run(prompts); !w.ok()) return w.status();
+    std::vector<double> pre, dec;
+    for (int r = 0; r < runs; ++r) {
+      absl::StatusOr<bench::RunTimes> t = runner.Run(prompts);
+      if (!t.ok()) return t.status();
+      pre.push_back(t->prefill_s);
+      dec.push_back(t->decode_s);
+    }
+    Row row{name, c.batch, c.prompt_len};
+    const double pt = static_cast<double>(c.batch) * c.prompt_len;
+    const double dt = static_cast<double>(c.batch) * steps;
+    row.prefill_tok_s = pt / bench::Median(pre);
+    row.decode_tok_s = dt / bench::Median(dec);
+    row.best_prefill = pt / *std::min_element(pre.begin(), pre.end());
+    row.best_decode = dt / *std::min_element(dec.begin(), dec.end());
+    std::fprintf(stderr, "  %dx%d prefill %.1f tok/s, decode %.1f tok/s\n", c.batch,
+                 c.prompt_len, row.prefill_tok_s, row.decode_tok_s);
+    rows->push_back(row);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Main() {
+  absl::StatusOr<std::vector<bench::Config>> configs =
+      bench::ParseConfigs(absl::GetFlag(FLAGS_configs));
+  if (!configs.ok()) return configs.status();
+  const int threads = absl::GetFlag(FLAGS_threads);
+  if (threads < 1 || absl::GetFlag(FLAGS_runs) < 1 || absl::GetFlag(FLAGS_decode_steps) < 1) {
+    return absl::InvalidArgumentError("--threads, --runs, --decode_steps >= 1");
+  }
+  kernels::ThreadPool pool(threads);
+  EvalModelOptions base;
+  base.model_path = absl::GetFlag(FLAGS_model);
+  std::vector<Row> rows;
+  if (absl::GetFlag(FLAGS_stored)) {
+    if (absl::Status s = Measure("q4_1", base, *configs, &pool, &rows); !s.ok()) return s;
+  }
+  if (absl::GetFlag(FLAGS_f32)) {
+    EvalModelOptions o = base;
+    o.f32 = true;
+    if (absl::Status s = Measure("f32", o, *configs, &pool, &rows); !s.ok()) return s;
+  }
+  for (absl::string_view item :
+       absl::StrSplit(absl::GetFlag(FLAGS_quantized), ',', absl::SkipEmpty())) {
+    std::vector<std::string> parts = absl::StrSplit(item, ':');
+    EvalModelOptions o = base;
+    o.quantized_dir = parts[0];
+    if (parts.size() > 1) o.scheme_override = parts[1];
+    std::string name = parts[0];
+    if (size_t slash = name.find_last_of('/'); slash != std::string::npos) {
+      name = name.substr(slash + 1);
+    }
+    if (parts.size() > 1) name = absl::StrCat(name, "->", parts[1]);
+    if (absl::Status s = Measure(name, o, *configs, &pool, &rows); !s.ok()) return s;
+  }
+
+  auto find = [&](const std::string& name, int b, int p) -> const Row* {
+    for (const Row& r : rows) {
+      if (r.name == name && r.batch == b && r.prompt_len == p) return &r;
+    }
+    return nullptr;
+  };
+  absl::PrintF("Loom CPU, %d threads, token budget %d, %d decode steps, median of %d runs\n",
+               threads, absl::GetFlag(FLAGS_token_budget), absl::GetFlag(FLAGS_decode_steps),
+               absl::GetFlag(FLAGS_runs));
+  absl::PrintF("%-18s %3s %4s %12s %12s %10s %10s\n", "model", "B", "P", "prefill t/s",
+               "decode t/s", "dec/f32", "dec/q4_1");
+  std::vector<std::string> json;
+  for (const Row& r : rows) {
+    const Row* f = find("f32", r.batch, r.prompt_len);
+    const Row* q = find("q4_1", r.batch, r.prompt_len);
+    absl::PrintF("%-18s %3d %4d %12.1f %12.1f %10s %10s\n", r.name, r.batch, r.prompt_len,
+                 r.prefill_tok_s, r.decode_tok_s,
+                 f ? absl::StrFormat("%.2fx", r.decode_tok_s / f->decode_tok_s) : "-",
+                 q ? absl::StrFormat("%.2fx", r.decode_tok_s / q->decode_tok_s) : "-");
+    json.push_back(absl::StrFormat(
+        "{\"model\":\"%s\",\"batch\":%d,\"prompt_len\":%d,\"prefill_tok_s\":%.3f,"
+        "\"decode_tok_s\":%.3f,\"best_prefill_tok_s\":%.3f,\"best_decode_tok_s\":%.3f}",
+        r.name, r.batch, r.prompt_len, r.prefill_tok_s, r.decode_tok_s, r.best_prefill,
+        r.best_decode));
+  }
+  const std::string line = absl::StrFormat(
+      "{\"impl\":\"loom\",\"threads\":%d,\"token_budget\":%d,\"decode_steps\":%d,\"runs\":%d,"
+      "\"results\":[%s]}",
+      threads, absl::GetFlag(FLAGS_token_budget), absl::GetFlag(FLAGS_decode_steps),
+      absl::GetFlag(FLAGS_runs), absl::StrJoin(json, ","));
+  absl::PrintF("%s\n", line);
+  if (const std::string out = absl::GetFlag(FLAGS_json_out); !out.empty()) {
+    FILE* f = std::fopen(out.c_str(), "w");
+    if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot write ", out));
+    std::fprintf(f, "%s\n", line.c_str());
+    std::fclose(f);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace loom
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  absl::Status s = loom::Main();
+  if (!s.ok()) {
+    std::fprintf(stderr, "quant_benchmark: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
