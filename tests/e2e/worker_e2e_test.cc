@@ -1,6 +1,7 @@
 // End-to-end `loomd --role=worker`: the real binary, driven through RemoteWorker, gives
 // the same tokens as the single-process daemon for the same prompt token ids (raw text
-// with ignore_eos, and a chat prompt that ends its turn); it serves the Worker service,
+// with ignore_eos, with an adapter loaded on demand from --adapter_roots, and a chat
+// prompt that ends its turn); it serves the Worker service,
 // Admin, health and /metrics but not loom.v1.Inference; SIGTERM with no grace and SIGKILL
 // mid-stream both end the open stream with UNAVAILABLE (the router re-places it), and a
 // killed worker's Load() goes UNAVAILABLE.
@@ -42,9 +43,12 @@ bool Eventually(Pred pred) {
 }
 
 TEST(WorkerE2eTest, WorkerMatchesSingleProcessDaemon) {
-  auto single = LoomdProcess::Start({});
+  // One adapter under a root, loaded on demand by id by both daemons.
+  const std::string root = TempDir("adapters");
+  ASSERT_TRUE(MakeTestAdapter(root + "/t0", 8, 100).ok());
+  auto single = LoomdProcess::Start({"--adapter_roots=" + root});
   ASSERT_TRUE(single.ok()) << single.status();
-  auto worker = LoomdProcess::Start({"--role=worker"});
+  auto worker = LoomdProcess::Start({"--role=worker", "--adapter_roots=" + root});
   ASSERT_TRUE(worker.ok()) << worker.status();
   std::unique_ptr<LoomClient> client = (*single)->Client();
   std::unique_ptr<RemoteWorker> remote = Connect(**worker);
@@ -67,6 +71,19 @@ TEST(WorkerE2eTest, WorkerMatchesSingleProcessDaemon) {
   auto got = RunToEnd(remote.get(), r);
   ASSERT_TRUE(got->final_event().error.ok()) << got->final_event().error;
   EXPECT_EQ(got->tokens(), expected->token_ids);
+
+  // The same with the adapter, loaded on demand on first use; an id under no root fails.
+  g.set_adapter_id("t0");
+  absl::StatusOr<GenerateResult> adapted = client->GenerateAll(g);
+  ASSERT_TRUE(adapted.ok()) << adapted.status();
+  EXPECT_NE(adapted->token_ids, expected->token_ids);  // the adapter changes the output
+  r.adapter_id = "t0";
+  auto got_adapted = RunToEnd(remote.get(), r);
+  ASSERT_TRUE(got_adapted->final_event().error.ok()) << got_adapted->final_event().error;
+  EXPECT_EQ(got_adapted->tokens(), adapted->token_ids);
+  r.adapter_id = "t9";
+  EXPECT_EQ(RunToEnd(remote.get(), r)->final_event().error.code(), absl::StatusCode::kNotFound);
+  g.clear_adapter_id();
 
   // A chat prompt that ends its turn: same tokens, the worker flags end_of_generation.
   v1::TokenizeRequest t;
