@@ -3,7 +3,8 @@
 //     grpc.health.v1 and server reflection) on --host:--port;
 //   worker: the same engine behind loom.internal.v1.Worker on --host:--port, for a
 //     router (server/worker/worker_role.h); no loom.v1.Inference;
-//   router: loom.v1.Inference over remote workers (not built yet).
+//   router: loom.v1.Inference and loom.v1.Admin over remote workers
+//     (server/router/router_server.h: --workers, --placement, --max_batch_size, ...).
 // Single and worker also serve loom.v1.Admin on --admin_host:--admin_port, and /metrics
 // + /healthz on --metrics_port. SIGTERM/SIGINT: stop accepting, let in-flight streams
 // finish within --shutdown_grace, exit 0.
@@ -34,6 +35,7 @@
 #include "server/metrics/http_endpoint.h"
 #include "server/metrics/server_metrics.h"
 #include "server/server_config.h"
+#include "server/router/router_role.h"
 #include "server/worker/worker_role.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -158,11 +160,6 @@ absl::Status ServeSingle(const ServerOptions& o) {
   host->reset();
   spdlog::info("event=stopped");
   return absl::OkStatus();
-}
-
-// --role=router: built by server/router (not landed yet).
-absl::Status RunRouterRole(const ServerOptions&) {
-  return absl::UnimplementedError("--role=router is not built yet");
 }
 
 // One entry point per role.

@@ -272,13 +272,18 @@ void ClusterFrontend::OnWorkerEvent(uint64_t id, uint64_t epoch, const WorkerEve
   if (!e.finished) return;
   if (e.error.ok()) return End(r, r->stream->Finish(absl::OkStatus(), e.end_of_generation));
   if (!IsWorkerLoss(e.error)) return End(r, r->stream->Finish(e.error, false));
-  if (e.error.code() == absl::StatusCode::kUnavailable) {
-    // The worker is gone (or going): everything on it moves.
-    FailWorker(r->worker, absl::Now());
-  } else {
-    ++failovers_;
-    Replace(r, /*failover=*/true);
-  }
+  // kUnavailable: the worker is probably gone; place nothing new there for a while. Its
+  // other requests stay: if it is gone their streams end too (or its Load() fails and
+  // FailWorker moves them), and if it was one request's trouble they are not disturbed.
+  if (e.error.code() == absl::StatusCode::kUnavailable) Suspect(r->worker, absl::Now());
+  ++failovers_;
+  Replace(r, /*failover=*/true);
+}
+
+void ClusterFrontend::Suspect(int w, absl::Time now) {
+  WorkerSlot& slot = *workers_[w];
+  slot.up = false;
+  slot.failed_until = now + options_.failure_backoff;
 }
 
 void ClusterFrontend::Tick(absl::Time now) {
@@ -449,7 +454,7 @@ void ClusterFrontend::StartOn(Request* r, int w) {
   ++r->epoch;
   if (slot.assigned == 0) slot.idle_since = absl::Now();
   if (IsWorkerLoss(handle.status())) {
-    FailWorker(w, absl::Now());
+    if (handle.status().code() == absl::StatusCode::kUnavailable) Suspect(w, absl::Now());
     ++failovers_;
     Replace(r, /*failover=*/true);
     return;
@@ -485,9 +490,7 @@ void ClusterFrontend::Replace(Request* r, bool failover) {
 }
 
 void ClusterFrontend::FailWorker(int w, absl::Time now) {
-  WorkerSlot& slot = *workers_[w];
-  slot.up = false;
-  slot.failed_until = now + options_.failure_backoff;
+  Suspect(w, now);
   // Re-add in admission order so the oldest lands at the front of the queue last-in
   // first: Requeue pushes to the front, so go newest first.
   std::vector<RunningRequest> running = RunningOn(w);

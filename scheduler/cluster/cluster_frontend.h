@@ -6,10 +6,11 @@
 //
 //  * Placement: Router::Submit / DrainQueue over WorkerViews refreshed every tick from
 //    Worker::Load() and updated locally for every placement in between.
-//  * Failover: a finished WorkerEvent with kUnavailable / kAborted, a Start() that fails
-//    kUnavailable, or a worker whose Load() fails: every request on it is re-placed
-//    (Router::Requeue, front of the queue) with context = prompt + tokens generated so
-//    far, generated_before = that count, max_new_tokens = what is left.
+//  * Failover: a request whose stream ends kUnavailable / kAborted, or whose Start()
+//    fails so, is re-placed (Router::Requeue, front of the queue) with context = prompt
+//    + tokens generated so far, generated_before = that count, max_new_tokens = what is
+//    left; after kUnavailable nothing new goes to that worker for failure_backoff. A
+//    worker whose Load() fails (missed heartbeats) has every request re-placed.
 //  * Migration (cancel + re-add with recomputation): drain(worker) moves every request
 //    off it (PlanDrain) and places nothing more there; with the Punica policy the
 //    frontend periodically consolidates (PlanConsolidation) so lightly loaded workers
@@ -138,7 +139,10 @@ class ClusterFrontend {
   void StartOn(Request* r, int worker);
   void Detach(Request* r);                     // cancels its placement, if any
   void Replace(Request* r, bool failover);     // detach + requeue at the front
+  // Lost worker (Load() failed): everything on it is re-placed.
   void FailWorker(int worker, absl::Time now);
+  // No new placement on `worker` for failure_backoff.
+  void Suspect(int worker, absl::Time now);
   void Move(const loom::Move& m, bool failover);
   void End(Request* r, StreamEvent final_event);
   std::vector<RunningRequest> RunningOn(int worker_or_all) const;
