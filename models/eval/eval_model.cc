@@ -67,8 +67,7 @@ absl::StatusOr<std::unique_ptr<EvalModel>> LoadEvalModel(const EvalModelOptions&
 
 absl::StatusOr<std::unique_ptr<LoraAdapter>> BindAdapter(std::unique_ptr<LoraAdapter> adapter,
                                                          const LlamaModel& model) {
-  if (model.quantized() == nullptr) return adapter;
-  return PermuteLoraAdapter(*adapter, ChannelOrders(*model.quantized()));
+  return BindAdapterToQuantized(std::move(adapter), model.quantized());
 }
 
 absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadAdapterFor(const std::string& path,

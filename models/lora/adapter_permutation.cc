@@ -76,4 +76,11 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> PermuteLoraAdapter(
   return out;
 }
 
+absl::StatusOr<std::unique_ptr<LoraAdapter>> BindAdapterToQuantized(
+    std::unique_ptr<LoraAdapter> adapter, const QuantizedWeights* quantized) {
+  if (adapter == nullptr) return absl::InvalidArgumentError("BindAdapterToQuantized: null");
+  if (quantized == nullptr) return adapter;
+  return PermuteLoraAdapter(*adapter, ChannelOrders(*quantized));
+}
+
 }  // namespace loom

@@ -39,6 +39,12 @@ struct LayerChannelOrder {
 absl::StatusOr<std::unique_ptr<LoraAdapter>> PermuteLoraAdapter(
     const LoraAdapter& adapter, const std::vector<LayerChannelOrder>& orders);
 
+// The hook for whatever binds adapters to a model (the engine's AdapterStore loader, the
+// eval tools): `adapter` itself when `quantized` is nullptr (an unquantized model, see
+// LlamaModel::quantized()), else its permuted copy for those channel orders.
+absl::StatusOr<std::unique_ptr<LoraAdapter>> BindAdapterToQuantized(
+    std::unique_ptr<LoraAdapter> adapter, const QuantizedWeights* quantized);
+
 // The orders of a quantized model's layers (views into `w`, which must outlive them).
 std::vector<LayerChannelOrder> ChannelOrders(const QuantizedWeights& w);
 
