@@ -37,9 +37,11 @@ absl::StatusOr<CalibrationStats> FromCache(const QuantizeRequest& r, const std::
   absl::StatusOr<CalibrationStats> s = LoadCalibrationStats(*path_out, *key_out);
   if (s.ok() || h) return s;
   const std::string hkey = CalibrationCacheKey(model_sha, text_sha, r.sequences, r.seq_len, true);
-  absl::StatusOr<CalibrationStats> sh =
-      LoadCalibrationStats(r.cache_dir + "/" + Sha256Hex(hkey).substr(0, 24) + ".cal", hkey);
-  return sh.ok() ? sh : s;
+  const std::string hpath = r.cache_dir + "/" + Sha256Hex(hkey).substr(0, 24) + ".cal";
+  absl::StatusOr<CalibrationStats> sh = LoadCalibrationStats(hpath, hkey);
+  if (!sh.ok()) return s;
+  *path_out = hpath;  // where the statistics came from (nothing is saved on a hit)
+  return sh;
 }
 
 }  // namespace
