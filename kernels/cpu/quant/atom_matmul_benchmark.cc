@@ -1,0 +1,161 @@
+// Atom MatMul throughput vs CpuBackend's F32 and Q4_1 MatMul on SmolLM2-135M shapes.
+//   bazel run -c opt //kernels/cpu/quant:atom_matmul_benchmark -- --benchmark_filter=...
+// Each case runs one [n, K] x [N, K]^T product; activations are prepared outside the
+// timed loop (Atom: quantized; Q4_1: PackActivations; BM_AtomQuantize times that step).
+// At n == 1 the weights are cycled over copies totalling >= 256 MiB so they come from
+// DRAM. Counters: ops = 2 * N * K * n per call (rate), tok/s-relevant: n * calls/s.
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/quant/cpu_atom_kernels.h"
+#include "kernels/dtype.h"
+#include "kernels/quant/atom_test_util.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/quant/weight_packing.h"
+
+namespace loom::kernels::quant {
+namespace {
+
+void Report(benchmark::State& state, int64_t rows, int64_t cols, int n, size_t bytes) {
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
+  state.counters["ops"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2.0 * rows * cols * n, benchmark::Counter::kIsRate);
+  state.counters["rows/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * n,
+                                                benchmark::Counter::kIsRate);
+}
+
+// A random N x K matrix of type t (kF32 or kQ4_1) owning its bytes.
+struct Matrix {
+  std::vector<uint8_t> storage;
+  WeightMatrix w;
+};
+Matrix RandomMatrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  Matrix m;
+  const size_t rb = *DTypeRowBytes(t, cols);
+  m.storage.resize(rb * rows);
+  m.w = WeightMatrix{t, rows, cols, m.storage.data(), rb};
+  std::mt19937 rng(seed);
+  if (t == DType::kF32) {
+    const std::vector<float> v = testing::RandomValues(rows * cols, seed, 1.0f);
+    std::memcpy(m.storage.data(), v.data(), v.size() * 4);
+  } else {
+    auto* b = reinterpret_cast<BlockQ4_1*>(m.storage.data());
+    for (int64_t i = 0; i < rows * cols / 32; ++i) {
+      b[i].d = Fp32ToFp16(0.01f);
+      b[i].m = Fp32ToFp16(-0.05f);
+      for (int j = 0; j < 16; ++j) b[i].qs[j] = static_cast<uint8_t>(rng());
+    }
+  }
+  return m;
+}
+
+int Copies(int n, size_t bytes) { return n == 1 ? static_cast<int>((256u << 20) / bytes + 1) : 1; }
+
+// args: w_bits, a_bits, N (rows), K (cols), n, threads. 64 outliers at K=576, 128 at 1536.
+void BM_AtomMatMul(benchmark::State& state) {
+  const int wb = static_cast<int>(state.range(0)), ab = static_cast<int>(state.range(1));
+  const int64_t rows = state.range(2);
+  const int k = static_cast<int>(state.range(3)), n = static_cast<int>(state.range(4));
+  ThreadPool pool(static_cast<int>(state.range(5)));
+  auto ak = CreateCpuAtomKernels(&pool);
+  const QuantSpec spec{k, k == 576 ? 64 : 128, 128, wb, ab};
+  const std::vector<float> wf = testing::RandomValues(static_cast<size_t>(rows) * k, 3, 0.05f);
+  const AtomWeight w0 = *QuantizeWeightRTN(wf.data(), rows, spec);
+  const size_t bytes = w0.q.size() + w0.q_outlier.size() + 4 * (w0.scales.size() + w0.outlier_scales.size());
+  std::vector<AtomWeight> ws(Copies(n, bytes), w0);
+  const std::vector<float> x = testing::RandomValues(static_cast<size_t>(n) * k, 7);
+  AtomActivations a;
+  ak->Quantize(x.data(), n, nullptr, spec, &a, nullptr);
+  std::vector<float> y(static_cast<size_t>(n) * rows);
+  size_t c = 0;
+  for (auto _ : state) {
+    ak->MatMul(ws[c].view(), a, y.data());
+    benchmark::DoNotOptimize(y.data());
+    c = c + 1 == ws.size() ? 0 : c + 1;
+  }
+  Report(state, rows, k, n, bytes);
+  state.SetLabel(std::string(ak->name()) + " w" + std::to_string(wb) + "a" + std::to_string(ab));
+}
+
+// args: dtype, N, K, n, threads (CpuBackend's MatMul, as the model runs it today).
+void BM_BackendMatMul(benchmark::State& state) {
+  const DType t = static_cast<DType>(state.range(0));
+  const int64_t rows = state.range(1), k = state.range(2);
+  const int n = static_cast<int>(state.range(3));
+  ThreadPool pool(static_cast<int>(state.range(4)));
+  auto be = CreateCpuBackendOnPool(&pool);
+  const size_t bytes = *DTypeRowBytes(t, k) * rows;
+  std::vector<Matrix> ms;
+  for (int c = 0; c < Copies(n, bytes); ++c) ms.push_back(RandomMatrix(t, rows, k, 100 + c));
+  const std::vector<float> x = testing::RandomValues(static_cast<size_t>(n) * k, 7);
+  ActivationPack pack;
+  be->PackActivations(t, x.data(), n, static_cast<int>(k), &pack);
+  std::vector<float> y(static_cast<size_t>(n) * rows);
+  size_t c = 0;
+  for (auto _ : state) {
+    be->MatMul(ms[c].w, pack, y.data());
+    benchmark::DoNotOptimize(y.data());
+    c = c + 1 == ms.size() ? 0 : c + 1;
+  }
+  Report(state, rows, k, n, bytes);
+  state.SetLabel(std::string(DTypeName(t)) + " " + std::string(be->name()));
+}
+
+// args: K, n, threads: RmsNormQuantize (with a permutation) of n rows.
+void BM_AtomRmsNormQuantize(benchmark::State& state) {
+  const int k = static_cast<int>(state.range(0)), n = static_cast<int>(state.range(1));
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  auto ak = CreateCpuAtomKernels(&pool);
+  const QuantSpec spec{k, k == 576 ? 64 : 128, 128, 4, 4};
+  const std::vector<float> x = testing::RandomValues(static_cast<size_t>(n) * k, 7);
+  const std::vector<float> gamma = testing::RandomValues(k, 8);
+  std::vector<int32_t> perm(k);
+  for (int j = 0; j < k; ++j) perm[j] = (j * 7) % k == j ? j : (k - 1 - j);
+  AtomActivations a;
+  std::vector<float> normed(x.size());
+  for (auto _ : state) {
+    ak->RmsNormQuantize(x.data(), gamma.data(), n, 1e-5f, perm.data(), spec, &a, normed.data());
+    benchmark::DoNotOptimize(a.q.data());
+  }
+  state.counters["rows/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * n,
+                                                benchmark::Counter::kIsRate);
+}
+
+constexpr int kShapes[][2] = {{576, 576}, {1536, 576}, {576, 1536}};  // {N, K}
+
+void AtomArgs(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    for (int n : {1, 8, 32}) {
+      for (const auto& s : kShapes) {
+        b->Args({4, 4, s[0], s[1], n, threads});
+        b->Args({4, 8, s[0], s[1], n, threads});
+        b->Args({8, 8, s[0], s[1], n, threads});
+      }
+    }
+  }
+}
+void BackendArgs(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    for (int n : {1, 8, 32}) {
+      for (const auto& s : kShapes) {
+        b->Args({static_cast<int>(DType::kF32), s[0], s[1], n, threads});
+        b->Args({static_cast<int>(DType::kQ4_1), s[0], s[1], n, threads});
+      }
+    }
+  }
+}
+BENCHMARK(BM_AtomMatMul)->Apply(AtomArgs)->UseRealTime()->MinTime(0.2);
+BENCHMARK(BM_BackendMatMul)->Apply(BackendArgs)->UseRealTime()->MinTime(0.2);
+BENCHMARK(BM_AtomRmsNormQuantize)
+    ->ArgsProduct({{576, 1536}, {1, 32}, {1, 2}})
+    ->UseRealTime()
+    ->MinTime(0.2);
+
+}  // namespace
+}  // namespace loom::kernels::quant
