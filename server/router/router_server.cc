@@ -1,19 +1,16 @@
 #include "server/router/router_server.h"
 
-#include <signal.h>
-
 #include <atomic>
-#include <cstdio>
 #include <thread>
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "scheduler/cluster/cluster_frontend.h"
 #include "server/bearer_auth.h"
+#include "server/daemon_support.h"
 #include "server/metrics/http_endpoint.h"
 #include "server/metrics/server_metrics.h"
 #include "server/router/router_metrics.h"
@@ -45,54 +42,6 @@ absl::Status RouterSettings::Validate() const {
 
 namespace {
 
-std::string Address(const std::string& host, int port) { return JoinHostPort(host, port); }
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return absl::NotFoundError(absl::StrFormat("cannot read '%s'", path));
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
-  std::fclose(f);
-  return out;
-}
-
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& o) {
-  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions ssl;
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  absl::StatusOr<std::string> cert = ReadFile(o.tls_cert), key = ReadFile(o.tls_key);
-  if (!cert.ok()) return cert.status();
-  if (!key.ok()) return key.status();
-  pair.cert_chain = *cert;
-  pair.private_key = *key;
-  ssl.pem_key_cert_pairs.push_back(pair);
-  if (!o.tls_client_ca.empty()) {
-    absl::StatusOr<std::string> ca = ReadFile(o.tls_client_ca);
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *ca;
-    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-  }
-  return grpc::SslServerCredentials(ssl);
-}
-
-absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
-    const std::string& address, const std::shared_ptr<grpc::ServerCredentials>& creds,
-    grpc::Service* service, const char* service_name) {
-  grpc::ServerBuilder builder;
-  int bound = 0;
-  builder.AddListeningPort(address, creds, &bound);
-  builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound == 0) {
-    return absl::UnavailableError(absl::StrFormat("cannot listen on %s", address));
-  }
-  server->GetHealthCheckService()->SetServingStatus(service_name, true);
-  server->GetHealthCheckService()->SetServingStatus(true);
-  spdlog::info("event=listening service={} address={} port={}", service_name, address, bound);
-  return server;
-}
-
 // Adds a worker for every resolved address not known yet.
 void AddNewWorkers(const std::vector<WorkerSpecItem>& items, const WorkerFactory& factory,
                    ClusterFrontend* frontend) {
@@ -115,17 +64,6 @@ void AddNewWorkers(const std::vector<WorkerSpecItem>& items, const WorkerFactory
   }
 }
 
-int WaitForSignal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
-  }
-  return sig;
-}
-
 }  // namespace
 
 absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
@@ -139,7 +77,8 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
     if (absl::Status s = http.Start(o.metrics_host, o.metrics_port, &metrics); !s.ok()) {
       return s;
     }
-    spdlog::info("event=listening service=http address={}", Address(o.metrics_host, http.port()));
+    spdlog::info("event=listening service=http address={}",
+                 ListenAddress(o.metrics_host, http.port()));
   }
   absl::StatusOr<RouterModel> model = LoadRouterModel(o.model, o.max_context);
   if (!model.ok()) return model.status();
@@ -176,7 +115,7 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
     if (!a.ok()) return a.status();
     auth = *std::move(a);
   }
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = Credentials(o);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentialsFor(o);
   std::atomic<bool> serving{false};
   RouterInferenceService inference(model->serving.get(), model->max_context, fe, &metrics,
                                    &serving);
@@ -187,13 +126,12 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
   if (!creds.ok()) {
     result = creds.status();
   } else {
-    grpc::EnableDefaultHealthCheckService(true);
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-    absl::StatusOr<std::unique_ptr<grpc::Server>> is =
-        StartServer(Address(o.host, o.port), *creds, &inference, "loom.v1.Inference");
+    EnableHealthAndReflection();
+    absl::StatusOr<std::unique_ptr<grpc::Server>> is = StartGrpcServer(
+        ListenAddress(o.host, o.port), *creds, &inference, "loom.v1.Inference");
     absl::StatusOr<std::unique_ptr<grpc::Server>> as =
-        is.ok() ? StartServer(Address(o.admin_host, o.admin_port), *creds, &admin,
-                              "loom.v1.Admin")
+        is.ok() ? StartGrpcServer(ListenAddress(o.admin_host, o.admin_port), *creds, &admin,
+                                  "loom.v1.Admin")
                 : absl::StatusOr<std::unique_ptr<grpc::Server>>(is.status());
     if (is.ok()) inference_server = *std::move(is);
     if (as.ok()) admin_server = *std::move(as);
@@ -204,7 +142,7 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
     metrics.SetReady(true);
     spdlog::info("event=ready role=router placement={} max_batch_size={}", r.placement,
                  r.max_batch_size);
-    const int sig = WaitForSignal();
+    const int sig = WaitForTerminationSignal();
     spdlog::info("event=shutdown signal={} grace_seconds={:.1f}", sig,
                  absl::ToDoubleSeconds(o.shutdown_grace));
     serving.store(false, std::memory_order_release);

@@ -6,6 +6,9 @@
 // the killed worker's requests with prompt + tokens so far (recomputation), its
 // detokenizer and stop checker never left the router, and batch invariance makes the
 // recomputed continuation bitwise the same. The router's failover counter must move.
+// Right after the kill, `loomctl drain` moves the second busy worker's streams off it
+// (cancel + re-add, queued until the remaining worker has room): those too must finish
+// with the single-process text.
 #include <signal.h>
 
 #include <map>
@@ -180,6 +183,16 @@ TEST(FailoverE2E, KilledWorkerStreamsCompleteWithSingleProcessText) {
   ASSERT_FALSE(victim.empty());
   ASSERT_EQ(by_name.count(victim), 1u) << victim;
   by_name[victim]->Signal(SIGKILL);
+  // Drain the other busy worker with loomctl.
+  std::string drained;
+  for (const auto& w : before->workers()) {
+    if (w.id() != victim && w.assigned() > 0) drained = w.id();
+  }
+  ASSERT_FALSE(drained.empty());
+  const CommandResult drain = RunCommand({Runfile("clients/loomctl/loomctl"), "--addr",
+                                          (*router)->admin_target(), "drain", drained});
+  EXPECT_EQ(drain.exit_code, 0) << drain.output;
+  EXPECT_NE(drain.output.find("draining " + drained), std::string::npos) << drain.output;
   ASSERT_TRUE(set.WaitAll(absl::Minutes(5))) << (*router)->Log();
 
   // 4. Every stream completed with the single-process text.
@@ -201,14 +214,20 @@ TEST(FailoverE2E, KilledWorkerStreamsCompleteWithSingleProcessText) {
   EXPECT_GT(after->failovers(), 0u);
   for (const auto& w : after->workers()) {
     if (w.id() == victim) EXPECT_FALSE(w.up());
+    if (w.id() == drained) {
+      EXPECT_TRUE(w.draining());
+      EXPECT_EQ(w.assigned(), 0);
+    }
   }
+  EXPECT_GT(after->migrations(), 0u);
   absl::StatusOr<HttpResponse> metrics = HttpGet((*router)->metrics_port(), "/metrics");
   ASSERT_TRUE(metrics.ok());
   absl::StatusOr<double> failovers = MetricValue(metrics->body, "loom_router_failovers_total");
   ASSERT_TRUE(failovers.ok()) << metrics->body;
   EXPECT_GT(*failovers, 0);
-  std::printf("killed %s holding %d of %d streams; router failovers %llu, migrations %llu\n",
-              victim.c_str(), victim_assigned, kStreams,
+  std::printf("killed %s holding %d of %d streams, drained %s; router failovers %llu, "
+              "migrations %llu\n",
+              victim.c_str(), victim_assigned, kStreams, drained.c_str(),
               static_cast<unsigned long long>(after->failovers()),
               static_cast<unsigned long long>(after->migrations()));
 
