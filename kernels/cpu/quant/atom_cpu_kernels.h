@@ -19,7 +19,8 @@ namespace loom::kernels::cpu::quant {
 using kernels::quant::AtomWeightView;
 using kernels::quant::QuantSpec;
 
-// Tokens per register tile when n > 1 (n == 1 uses one-token tiles).
+// Token padding granule when n > 1 (tiles of 8 tokens, then 4; n == 1 uses one-token
+// tiles).
 inline constexpr int kTokenTile = 4;
 
 // Activations rearranged once per MatMul call (by the driver) for the vector tiles.

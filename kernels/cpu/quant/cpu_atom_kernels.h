@@ -1,9 +1,11 @@
 // CpuAtomKernels: the optimised, multi-threaded CPU implementation of AtomKernels
 // (kernels/quant/atom_format.h). Kernels are chosen once at creation by cpuid (AVX-512
 // VNNI > AVX2+FMA > scalar), like CpuBackend. MatMul splits output rows over the pool; in
-// each chunk 2-row x 4-token register tiles (8-row x 1-token at n == 1) unpack INT4
-// weights to INT8 lanes in registers and form exact int32 group dots, rescaled per group
-// in FP32, then the INT8 outlier block.
+// each chunk, register tiles of 1 weight row x 8 tokens (x 4 for the last tokens; 8 rows
+// x 1 token at n == 1) unpack INT4 weights to INT8 lanes in registers and form exact
+// int32 group dots, rescaled per group in FP32, then the INT8 outlier block. Supported
+// vector shapes: group % 64 == 0 (4-bit weights) or % 32 == 0 (8-bit), group <= 1024;
+// other groups run the scalar kernel (same results).
 //
 // Results: bitwise equal to CreateReferenceAtomKernels() for Quantize and MatMul (same
 // integers, same canonical float order), and bitwise independent of n, the row's position

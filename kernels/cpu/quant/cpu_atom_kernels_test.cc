@@ -239,23 +239,28 @@ TEST(CpuAtomKernels, FusedKernelsMatchCpuBackendOfSameIsa) {
   }
 }
 
-// Groups the vector tiles do not take (4-bit: group % 64 != 0) use the scalar table.
-TEST(CpuAtomKernels, OddGroupSizesFallBackAndStillMatch) {
+// Groups the vector tiles do not take (4-bit: group % 64 != 0) use the scalar table;
+// outlier counts that are not a multiple of 32 and layers with no normal channels work.
+TEST(CpuAtomKernels, OddShapesStillMatch) {
   ThreadPool pool(2);
   auto ref = CreateReferenceAtomKernels();
   auto cpu = CreateCpuAtomKernels(&pool);
   for (Bits b : kBits) {
-    const QuantSpec s{300, 20, 96, b.w, b.a};
-    const AtomWeight w = MakeWeight(s, kRows, 5);
-    const std::vector<float> x = MakeX(6, s.k, 6);
-    AtomActivations xr, xc;
-    ref->Quantize(x.data(), 6, nullptr, s, &xr, nullptr);
-    cpu->Quantize(x.data(), 6, nullptr, s, &xc, nullptr);
-    ExpectSameActivations(xr, xc);
-    std::vector<float> yr(6 * kRows), yc(yr.size());
-    ref->MatMul(w.view(), xr, yr.data());
-    cpu->MatMul(w.view(), xc, yc.data());
-    ExpectBitwise(yr, yc);
+    for (QuantSpec s : {QuantSpec{300, 20, 96, b.w, b.a}, QuantSpec{300, 20, 128, b.w, b.a},
+                        QuantSpec{64, 64, 128, b.w, b.a}}) {
+      SCOPED_TRACE("k " + std::to_string(s.k) + " group " + std::to_string(s.group) + " w" +
+                   std::to_string(b.w) + "a" + std::to_string(b.a));
+      const AtomWeight w = MakeWeight(s, kRows, 5);
+      const std::vector<float> x = MakeX(6, s.k, 6);
+      AtomActivations xr, xc;
+      ref->Quantize(x.data(), 6, nullptr, s, &xr, nullptr);
+      cpu->Quantize(x.data(), 6, nullptr, s, &xc, nullptr);
+      ExpectSameActivations(xr, xc);
+      std::vector<float> yr(6 * kRows), yc(yr.size());
+      ref->MatMul(w.view(), xr, yr.data());
+      cpu->MatMul(w.view(), xc, yc.data());
+      ExpectBitwise(yr, yc);
+    }
   }
 }
 
