@@ -201,7 +201,7 @@ absl::StatusOr<WorkerLoad> InProcessWorker::Load() {
   }
   const absl::Time now = absl::Now();
   absl::MutexLock l(&mu_);
-  if (closed_) return absl::UnavailableError(absl::StrFormat("worker %s is closed", name()));
+  load.draining = closed_;
   if (last_running_ && st.running > 0 && st.steps > last_steps_) {
     const double sample =
         absl::ToDoubleSeconds(now - last_sample_) / static_cast<double>(st.steps - last_steps_);

@@ -59,18 +59,18 @@ class InProcessWorker final : public Worker {
   // Errors: InvalidArgument (empty context, max_new_tokens < 1, generated_before out of
   // [0, context size), top_logprobs out of [0, 20], and the engine's own checks),
   // NotFound (unknown adapter, when known synchronously), ResourceExhausted (queue full),
-  // Unavailable (closed or the engine is shutting down). A failed on-demand adapter load
+  // Unavailable (closed, or the engine is shutting down). A failed on-demand adapter load
   // arrives as the finished event's error instead.
   absl::StatusOr<uint64_t> Start(WorkerRequest request, WorkerCallback callback) override;
   void Cancel(uint64_t handle) override;
 
   // Engine stats + adapter residency. step_seconds_ewma: each call that finds the engine
   // running now and at the previous call, with steps advanced, adds the sample
-  // (elapsed time / steps advanced). Unavailable after Close().
+  // (elapsed time / steps advanced). After Close(): draining = true.
   absl::StatusOr<WorkerLoad> Load() override;
 
-  // Stops accepting: Start and Load return Unavailable afterwards. Requests already
-  // started run on (the engine's own Shutdown ends them).
+  // Starts draining: Start returns Unavailable afterwards and Load reports draining.
+  // Requests already started run on (the engine's own Shutdown ends them).
   void Close();
 
  private:

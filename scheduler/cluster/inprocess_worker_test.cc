@@ -244,7 +244,7 @@ TEST_F(InProcessWorkerTest, OnDemandAdapterLoadsThenMatchesEngine) {
   ASSERT_TRUE(world_->store->Unload("a1").ok());
 }
 
-TEST_F(InProcessWorkerTest, LoadReportsEngineStateAndCloseStops) {
+TEST_F(InProcessWorkerTest, LoadReportsEngineStateAndCloseDrains) {
   InProcessWorker worker(world_->engine.get(), Options());
   absl::StatusOr<WorkerLoad> before = worker.Load();
   ASSERT_TRUE(before.ok());
@@ -258,11 +258,20 @@ TEST_F(InProcessWorkerTest, LoadReportsEngineStateAndCloseStops) {
   absl::StatusOr<WorkerLoad> after = worker.Load();
   ASSERT_TRUE(after.ok());
   EXPECT_GE(after->steps, before->steps + 3);  // prefill + decode steps
+  EXPECT_FALSE(after->draining);
+  // Close drains: nothing new starts, what runs finishes.
+  testing::EventCollector running;
+  ASSERT_TRUE(worker.Start(Request("Once upon a time", 20), running.Callback()).ok());
   worker.Close();
-  EXPECT_EQ(worker.Load().status().code(), absl::StatusCode::kUnavailable);
+  absl::StatusOr<WorkerLoad> closed = worker.Load();
+  ASSERT_TRUE(closed.ok());
+  EXPECT_TRUE(closed->draining);
   testing::EventCollector c;
   EXPECT_EQ(worker.Start(Request("Hi", 2), c.Callback()).status().code(),
             absl::StatusCode::kUnavailable);
+  running.Wait();
+  EXPECT_TRUE(running.final_event().error.ok());
+  EXPECT_EQ(running.tokens().size(), 20u);
 }
 
 }  // namespace

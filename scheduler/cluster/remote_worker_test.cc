@@ -2,7 +2,7 @@
 // InProcessWorker on the real model: the same tokens, logprobs and end-of-generation as
 // the InProcessWorker itself; errors and cancellation cross the wire; a worker that stops
 // answering heartbeats, or whose server goes away mid-stream, ends its streams with
-// kUnavailable and its Load() goes Unavailable.
+// kUnavailable and its Load() goes Unavailable; a draining worker finishes its streams.
 #include "scheduler/cluster/remote_worker.h"
 
 #include <atomic>
@@ -20,6 +20,26 @@ namespace {
 using testing::EventCollector;
 using testing::RunToEnd;
 using testing::WorkerWorld;
+
+// Forwards to `inner`; Load() fails while fail_load is set: a worker whose heartbeats
+// fail while its streams still run.
+class LoadFailingWorker final : public Worker {
+ public:
+  explicit LoadFailingWorker(Worker* inner) : inner_(inner) {}
+  const std::string& name() const override { return inner_->name(); }
+  absl::StatusOr<uint64_t> Start(WorkerRequest r, WorkerCallback cb) override {
+    return inner_->Start(std::move(r), std::move(cb));
+  }
+  void Cancel(uint64_t handle) override { inner_->Cancel(handle); }
+  absl::StatusOr<WorkerLoad> Load() override {
+    if (fail_load) return absl::UnavailableError("load withheld by the test");
+    return inner_->Load();
+  }
+  std::atomic<bool> fail_load{false};
+
+ private:
+  Worker* const inner_;
+};
 
 // A WorkerService over `worker` on 127.0.0.1:<free port>.
 struct LoopbackServer {
@@ -71,7 +91,8 @@ class RemoteWorkerTest : public ::testing::Test {
     o.adapters = world_->store.get();
     o.max_batch_size = world_->engine_options.max_running;
     local_ = std::make_unique<InProcessWorker>(world_->engine.get(), o);
-    server_ = std::make_unique<LoopbackServer>(local_.get());
+    served_ = std::make_unique<LoadFailingWorker>(local_.get());
+    server_ = std::make_unique<LoopbackServer>(served_.get());
     ASSERT_NE(server_->server, nullptr);
     RemoteWorkerOptions ro;
     ro.target = server_->target();
@@ -84,6 +105,7 @@ class RemoteWorkerTest : public ::testing::Test {
   void TearDown() override {
     remote_.reset();
     server_.reset();
+    served_.reset();
     local_.reset();
   }
 
@@ -97,6 +119,7 @@ class RemoteWorkerTest : public ::testing::Test {
 
   static inline WorkerWorld* world_ = nullptr;
   std::unique_ptr<InProcessWorker> local_;
+  std::unique_ptr<LoadFailingWorker> served_;
   std::unique_ptr<LoopbackServer> server_;
   std::unique_ptr<RemoteWorker> remote_;
 };
@@ -207,7 +230,7 @@ TEST_F(RemoteWorkerTest, MissedHeartbeatsFailOpenStreamsThenRecover) {
   EventCollector c;
   ASSERT_TRUE(remote_->Start(Request("Once upon a time", 400), c.Callback()).ok());
   ASSERT_TRUE(Eventually([&] { return !c.tokens().empty(); }));
-  server_->serving = false;  // heartbeats now fail UNAVAILABLE; the stream itself runs on
+  served_->fail_load = true;  // heartbeats now fail UNAVAILABLE; the stream itself runs on
   c.Wait();
   EXPECT_EQ(c.final_event().error.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(c.final_event().error.message().find("heartbeat"), std::string::npos)
@@ -219,10 +242,35 @@ TEST_F(RemoteWorkerTest, MissedHeartbeatsFailOpenStreamsThenRecover) {
             absl::StatusCode::kUnavailable);
   // The worker cancels the abandoned request when the call is cancelled.
   EXPECT_TRUE(Eventually([&] { return world_->engine->GetStats().running == 0; }));
-  server_->serving = true;
+  served_->fail_load = false;
   ASSERT_TRUE(remote_->WaitUntilReady(absl::Seconds(30)).ok());
   auto again = RunToEnd(remote_.get(), Request("Hi", 2));
   EXPECT_TRUE(again->final_event().error.ok()) << again->final_event().error;
+}
+
+// A draining worker (SIGTERM in loomd) still answers heartbeats, flagged draining, so its
+// running stream finishes normally; new streams fail kUnavailable.
+TEST_F(RemoteWorkerTest, DrainingWorkerFinishesRunningStreamsAndRefusesNewOnes) {
+  const WorkerRequest r = Request("Once upon a time", 30);
+  const std::vector<int32_t> alone = RunToEnd(local_.get(), r)->tokens();
+  EventCollector c;
+  ASSERT_TRUE(remote_->Start(r, c.Callback()).ok());
+  ASSERT_TRUE(Eventually([&] { return !c.tokens().empty(); }));
+  server_->serving = false;
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<WorkerLoad> l = remote_->Load();
+    return l.ok() && l->draining;
+  }));
+  auto refused = RunToEnd(remote_.get(), Request("Hi", 2));
+  EXPECT_EQ(refused->final_event().error.code(), absl::StatusCode::kUnavailable);
+  c.Wait();
+  EXPECT_TRUE(c.final_event().error.ok()) << c.final_event().error;
+  EXPECT_EQ(c.tokens(), alone);
+  server_->serving = true;
+  EXPECT_TRUE(Eventually([&] {
+    absl::StatusOr<WorkerLoad> l = remote_->Load();
+    return l.ok() && !l->draining;
+  }));
 }
 
 TEST_F(RemoteWorkerTest, ServerGoneMidStreamEndsUnavailable) {

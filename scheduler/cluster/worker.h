@@ -65,6 +65,10 @@ struct WorkerLoad {
   std::vector<std::string> resident_adapters;  // sorted ascending
   uint64_t steps = 0;         // forward steps run so far (monotonic)
   double step_seconds_ewma = 0.0;  // recent mean step time
+  // Shutting down gracefully: Start fails (kUnavailable) while running requests get the
+  // worker's grace period to finish (the rest then end kUnavailable). Place nothing new
+  // here; the running requests need not be moved.
+  bool draining = false;
 };
 
 class Worker {
@@ -84,7 +88,8 @@ class Worker {
   virtual void Cancel(uint64_t handle) = 0;
 
   // The latest load. Unavailable once the worker has missed its heartbeats (remote) or
-  // shut down; the frontend then treats every request on it as lost.
+  // shut down; the frontend then treats every request on it as lost. While it drains the
+  // load is still reported, with draining = true.
   virtual absl::StatusOr<WorkerLoad> Load() = 0;
 };
 

@@ -105,6 +105,7 @@ pb::WorkerLoadReport ToProto(const WorkerLoad& l) {
   for (const std::string& a : l.resident_adapters) p.add_resident_adapters(a);
   p.set_steps(l.steps);
   p.set_step_seconds_ewma(l.step_seconds_ewma);
+  p.set_draining(l.draining);
   return p;
 }
 
@@ -118,6 +119,7 @@ WorkerLoad FromProto(const pb::WorkerLoadReport& p) {
   l.resident_adapters.assign(p.resident_adapters().begin(), p.resident_adapters().end());
   l.steps = p.steps();
   l.step_seconds_ewma = p.step_seconds_ewma();
+  l.draining = p.draining();
   return l;
 }
 

@@ -91,6 +91,7 @@ TEST(WorkerProtoTest, LoadRoundTrips) {
   l.resident_adapters = {"a", "b"};
   l.steps = 1ull << 40;
   l.step_seconds_ewma = 0.0125;
+  l.draining = true;
   const WorkerLoad back = FromProto(Reparsed(ToProto(l)));
   EXPECT_EQ(back.running, l.running);
   EXPECT_EQ(back.queued, l.queued);
@@ -100,6 +101,7 @@ TEST(WorkerProtoTest, LoadRoundTrips) {
   EXPECT_EQ(back.resident_adapters, l.resident_adapters);
   EXPECT_EQ(back.steps, l.steps);
   EXPECT_EQ(back.step_seconds_ewma, l.step_seconds_ewma);
+  EXPECT_TRUE(back.draining);
 }
 
 }  // namespace

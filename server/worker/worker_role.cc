@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <memory>
-#include <thread>
 
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
@@ -71,17 +70,16 @@ absl::Status RunWorkerRole(const ServerOptions& o) {
   const int sig = WaitForTerminationSignal();
   spdlog::info("event=shutdown signal={} grace_seconds={:.1f}", sig,
                absl::ToDoubleSeconds(o.shutdown_grace));
+  // Drain: Generate refuses and heartbeats report draining (so the router places nothing
+  // new here but does not fail the running streams over); running requests get the
+  // grace period, then the engine ends the rest UNAVAILABLE (the router re-places them).
+  // The server keeps answering heartbeats until then, and closes after.
   serving.store(false, std::memory_order_release);
   metrics.SetReady(false);
   worker.Close();
   (*worker_server)->GetHealthCheckService()->SetServingStatus(false);
-  // Stop accepting; in-flight streams end when the engine finishes or cancels them.
-  std::thread stopper([&] {
-    (*worker_server)->Shutdown(absl::ToChronoTime(absl::Now() + o.shutdown_grace +
-                                                  absl::Seconds(5)));
-  });
   engine->Shutdown(o.shutdown_grace);
-  stopper.join();
+  (*worker_server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   (*admin_server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   http.Stop();
   host->reset();

@@ -8,9 +8,9 @@
 //   --metrics_host:--metrics_port  /metrics and /healthz, as single
 // Adapters: --adapter_roots, --preload, --on_demand_adapters as single; a request naming
 // an unknown adapter loads it on demand from the roots (else NOT_FOUND).
-// SIGTERM/SIGINT: heartbeats and new Generate calls fail UNAVAILABLE at once (the router
-// stops placing here), running requests get --shutdown_grace to finish, the rest end
-// UNAVAILABLE (the router re-places them), exit.
+// SIGTERM/SIGINT: new Generate calls fail UNAVAILABLE and heartbeats report draining at
+// once (the router stops placing here), running requests get --shutdown_grace to finish,
+// the rest end UNAVAILABLE (the router re-places them), then the listeners close; exit 0.
 #ifndef LOOM_SERVER_WORKER_WORKER_ROLE_H_
 #define LOOM_SERVER_WORKER_WORKER_ROLE_H_
 

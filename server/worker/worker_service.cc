@@ -164,15 +164,12 @@ grpc::ServerUnaryReactor* WorkerService::Heartbeat(grpc::CallbackServerContext* 
                                                    const pb::HeartbeatRequest*,
                                                    pb::WorkerLoadReport* report) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (!serving_->load(std::memory_order_acquire)) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker is shutting down"));
-    return reactor;
-  }
   absl::StatusOr<WorkerLoad> load = worker_->Load();
   if (!load.ok()) {
     reactor->Finish(ToGrpcStatus(load.status()));
     return reactor;
   }
+  if (!serving_->load(std::memory_order_acquire)) load->draining = true;
   *report = ToProto(*load);
   reactor->Finish(grpc::Status::OK);
   return reactor;

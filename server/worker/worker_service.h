@@ -8,7 +8,9 @@
 // without error becomes the last message (finished = true) and status OK; one with an
 // error ends the call with that status (its tokens, if any, sent first). The call's
 // cancellation cancels the request on the worker; its deadline becomes the request's.
-// Heartbeat: the worker's Load(), UNAVAILABLE while not serving.
+// Heartbeat: the worker's Load(); while not serving (draining) still answered, with
+// draining set, so that the router lets running streams finish instead of failing them
+// over. Generate fails UNAVAILABLE while not serving.
 #ifndef LOOM_SERVER_WORKER_WORKER_SERVICE_H_
 #define LOOM_SERVER_WORKER_WORKER_SERVICE_H_
 
@@ -24,7 +26,7 @@ namespace loom {
 class WorkerService final : public internal::v1::Worker::CallbackService {
  public:
   // `worker`, `serving` and `metrics` (may be null) must outlive the server. While
-  // `serving` is false every RPC fails UNAVAILABLE.
+  // `serving` is false Generate fails UNAVAILABLE and Heartbeat reports draining.
   WorkerService(Worker* worker, const std::atomic<bool>* serving, ServerMetrics* metrics)
       : worker_(worker), serving_(serving), metrics_(metrics) {}
 

@@ -1,10 +1,11 @@
 // End-to-end `loomd --role=worker`: the real binary, driven through RemoteWorker, gives
 // the same tokens as the single-process daemon for the same prompt token ids (raw text
 // with ignore_eos, with an adapter loaded on demand from --adapter_roots, and a chat
-// prompt that ends its turn); it serves the Worker service,
-// Admin, health and /metrics but not loom.v1.Inference; SIGTERM with no grace and SIGKILL
-// mid-stream both end the open stream with UNAVAILABLE (the router re-places it), and a
-// killed worker's Load() goes UNAVAILABLE.
+// prompt that ends its turn); it serves the Worker service, Admin, health and /metrics
+// but not loom.v1.Inference; SIGTERM drains (the running
+// stream finishes, heartbeats say draining, new streams are refused); SIGTERM with no
+// grace and SIGKILL mid-stream both end the open stream with UNAVAILABLE (the router
+// re-places it), and a killed worker's Load() goes UNAVAILABLE.
 #include <signal.h>
 
 #include <memory>
@@ -125,12 +126,40 @@ TEST(WorkerE2eTest, WorkerMatchesSingleProcessDaemon) {
   EXPECT_EQ((*single)->Stop(), 0);
 }
 
-TEST(WorkerE2eTest, StoppedOrKilledWorkerEndsOpenStreamsUnavailable) {
+TEST(WorkerE2eTest, SigtermDrainsAndLostWorkersEndStreamsUnavailable) {
   WorkerRequest r;
   r.context = {504, 3458, 282, 4649, 314};  // any in-vocabulary ids
   r.max_new_tokens = 1000;
   r.stop_at_end_of_generation = false;
 
+  // SIGTERM with a grace period: heartbeats report draining, new streams fail
+  // UNAVAILABLE, the running one finishes normally; exit 0.
+  {
+    auto worker = LoomdProcess::Start({"--role=worker", "--shutdown_grace=120s"});
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    std::unique_ptr<RemoteWorker> remote = Connect(**worker);
+    ASSERT_NE(remote, nullptr);
+    WorkerRequest shorter = r;
+    shorter.max_new_tokens = 200;
+    EventCollector c;
+    ASSERT_TRUE(remote->Start(shorter, c.Callback()).ok());
+    ASSERT_TRUE(Eventually([&] { return !c.tokens().empty(); }));
+    (*worker)->Signal(SIGTERM);
+    EXPECT_TRUE(Eventually([&] {
+      absl::StatusOr<WorkerLoad> l = remote->Load();
+      return c.finished_events() > 0 || (l.ok() && l->draining);
+    }));
+    if (c.finished_events() == 0) {  // still draining: new work is refused
+      WorkerRequest hi = r;
+      hi.max_new_tokens = 2;
+      EXPECT_EQ(RunToEnd(remote.get(), hi)->final_event().error.code(),
+                absl::StatusCode::kUnavailable);
+    }
+    c.Wait();
+    EXPECT_TRUE(c.final_event().error.ok()) << c.final_event().error;
+    EXPECT_EQ(c.tokens().size(), 200u);
+    EXPECT_EQ((*worker)->Wait(absl::Seconds(60)), 0) << (*worker)->Log();
+  }
   // SIGTERM with no grace: the running request is cut with UNAVAILABLE; exit 0.
   {
     auto worker = LoomdProcess::Start({"--role=worker", "--shutdown_grace=0s"});
