@@ -209,6 +209,16 @@ TEST_F(RemoteWorkerTest, ErrorsAndCancellationCrossTheWire) {
   EXPECT_TRUE(Eventually([&] { return world_->engine->GetStats().running == 0; }));
 }
 
+TEST_F(RemoteWorkerTest, DeadlineEndsTheStreamAndTheWorkersRequest) {
+  WorkerRequest r = Request("Once upon a time", 1000);
+  r.deadline = absl::Now() + absl::Milliseconds(300);
+  auto c = RunToEnd(remote_.get(), r);
+  EXPECT_EQ(c->final_event().error.code(), absl::StatusCode::kDeadlineExceeded)
+      << c->final_event().error;
+  EXPECT_LT(c->tokens().size(), 1000u);
+  EXPECT_TRUE(Eventually([&] { return world_->engine->GetStats().running == 0; }));
+}
+
 TEST_F(RemoteWorkerTest, LoadIsTheWorkersReport) {
   absl::StatusOr<WorkerLoad> remote = remote_->Load();
   ASSERT_TRUE(remote.ok()) << remote.status();
