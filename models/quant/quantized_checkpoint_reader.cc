@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -46,142 +47,192 @@ absl::StatusOr<QuantizedCheckpoint> QuantizedCheckpoint::Open(const std::string&
   return c;
 }
 
-absl::Status QuantizedCheckpoint::Load() {
-  const std::string where = dir_ + "/" + kQuantTensorsName;
-  auto bad = [&](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
-  };
-  std::set<std::string> used;
-  // The tensor `name` with dtype `dtype` and exactly `shape`; 4-byte tensors realigned.
-  auto get = [&](const std::string& name, const char* dtype,
-                 const std::vector<int64_t>& shape) -> absl::StatusOr<const uint8_t*> {
-    auto it = file_->tensors().find(name);
-    if (it == file_->tensors().end()) return bad("missing tensor " + name);
+namespace {
+
+using kernels::quant::AtomWeightView;
+using kernels::quant::QuantSpec;
+
+// Checked access to the tensors of model.safetensors; remembers which were read.
+class TensorTable {
+ public:
+  TensorTable(const SafetensorsFile& f, std::string where,
+              std::vector<std::vector<uint32_t>>* owned)
+      : f_(f), where_(std::move(where)), owned_(owned) {}
+
+  absl::Status Bad(const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat(where_, ": ", what));
+  }
+
+  // The tensor `name` with dtype `dtype` and exactly `shape`; 4-byte tensors that are not
+  // 4-byte aligned in the file are copied.
+  absl::StatusOr<const uint8_t*> Get(const std::string& name, const char* dtype,
+                                     const std::vector<int64_t>& shape) {
+    auto it = f_.tensors().find(name);
+    if (it == f_.tensors().end()) return Bad("missing tensor " + name);
     const SafetensorsTensor& t = it->second;
     if (t.dtype_name != dtype) {
-      return bad(absl::StrCat(name, " has dtype ", t.dtype_name, ", expected ", dtype));
+      return Bad(absl::StrCat(name, " has dtype ", t.dtype_name, ", expected ", dtype));
     }
     if (t.shape != shape) {
-      std::string got, want;
-      for (int64_t d : t.shape) absl::StrAppend(&got, got.empty() ? "" : ", ", d);
-      for (int64_t d : shape) absl::StrAppend(&want, want.empty() ? "" : ", ", d);
-      return bad(absl::StrCat(name, " has shape [", got, "], expected [", want, "]"));
+      return Bad(absl::StrCat(name, " has shape [", Dims(t.shape), "], expected [", Dims(shape), "]"));
     }
-    used.insert(name);
+    used_.insert(name);
     if (SafetensorsDTypeSize(dtype) == 4 && reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
-      owned_.emplace_back(t.nbytes / 4);
-      std::memcpy(owned_.back().data(), t.data, t.nbytes);
-      return reinterpret_cast<const uint8_t*>(owned_.back().data());
+      owned_->emplace_back(t.nbytes / 4);
+      std::memcpy(owned_->back().data(), t.data, t.nbytes);
+      return reinterpret_cast<const uint8_t*>(owned_->back().data());
     }
     return t.data;
-  };
-  // Rows of a tensor (its first dimension), for the projections whose rows the file sets.
-  auto rows_of = [&](const std::string& name) -> absl::StatusOr<int64_t> {
-    auto it = file_->tensors().find(name);
-    if (it == file_->tensors().end()) return bad("missing tensor " + name);
-    if (it->second.shape.size() != 2 || it->second.shape[0] <= 0) {
-      return bad(name + " is not a non-empty 2-D tensor");
+  }
+
+  // The first dimension of `name`, which must have `rank` dimensions, the first in [1, 2^24].
+  absl::StatusOr<int64_t> Dim0(const std::string& name, size_t rank) const {
+    auto it = f_.tensors().find(name);
+    if (it == f_.tensors().end()) return Bad("missing tensor " + name);
+    const std::vector<int64_t>& s = it->second.shape;
+    if (s.size() != rank || s[0] <= 0 || s[0] > (int64_t{1} << 24)) {
+      return Bad(absl::StrCat(name, " is not a non-empty ", rank, "-D tensor"));
     }
-    return it->second.shape[0];
-  };
-  auto finite_scales = [&](const std::string& name, const float* s, int64_t n) -> absl::Status {
+    return s[0];
+  }
+
+  absl::Status CheckScales(const std::string& name, const float* s, int64_t n) const {
     for (int64_t i = 0; i < n; ++i) {
       if (!std::isfinite(s[i]) || s[i] < 0) {
-        return bad(absl::StrCat(name, " element ", i, " is ", s[i], " (must be finite, >= 0)"));
+        return Bad(absl::StrCat(name, " element ", i, " is ", s[i], " (must be finite, >= 0)"));
       }
     }
     return absl::OkStatus();
-  };
+  }
 
-  const QuantizedCheckpointMeta& m = meta_;
-  std::array<int, kNumQuantActivations> k{};
-  std::array<int64_t, kNumQuantProjections> rows{};
-  layers_.resize(m.n_layers);
-  for (int i = 0; i < m.n_layers; ++i) {
-    QuantizedLayerView& lv = layers_[i];
-    for (int a = 0; a < kNumQuantActivations; ++a) {
-      const std::string name = PermTensorName(i, static_cast<QuantActivation>(a));
-      auto it = file_->tensors().find(name);
-      if (it == file_->tensors().end()) return bad("missing tensor " + name);
-      if (i == 0) {
-        if (it->second.shape.size() != 1 || it->second.shape[0] <= 0 ||
-            it->second.shape[0] > (int64_t{1} << 24)) {
-          return bad(name + " is not a non-empty 1-D tensor");
-        }
-        k[a] = static_cast<int>(it->second.shape[0]);
-        if (m.outliers[a] >= k[a]) {
-          return bad(absl::StrCat("outliers.", QuantActivationName(static_cast<QuantActivation>(a)),
-                                  " = ", m.outliers[a], " leaves no normal channel of ", k[a]));
-        }
-      }
-      auto p = get(name, "I32", {k[a]});
-      if (!p.ok()) return p.status();
-      lv.perm[a] = reinterpret_cast<const int32_t*>(*p);
-      lv.k[a] = k[a];
-      if (!IsPermutation(lv.perm[a], k[a])) return bad(name + " is not a permutation of 0.." + std::to_string(k[a] - 1));
-    }
-    for (int p = 0; p < kNumQuantProjections; ++p) {
-      const auto proj = static_cast<QuantProjection>(p);
-      const int a = static_cast<int>(InputOf(proj));
-      const kernels::quant::QuantSpec spec = m.Spec(proj, k[a]);
-      if (absl::Status s = spec.Validate(); !s.ok()) return bad(std::string(s.message()));
-      const std::string qname = QuantTensorName(i, proj, "qweight");
-      if (i == 0) {
-        auto r = rows_of(qname);
-        if (!r.ok()) return r.status();
-        rows[p] = *r;
-      }
-      kernels::quant::AtomWeightView& w = lv.proj[p];
-      w.spec = spec;
-      w.rows = rows[p];
-      auto q = get(qname, m.weight_bits == 4 ? "U8" : "I8",
-                   {rows[p], static_cast<int64_t>(spec.weight_row_bytes())});
-      if (!q.ok()) return q.status();
-      w.q = *q;
-      const std::string sname = QuantTensorName(i, proj, "scales");
-      auto s = get(sname, "F32", {rows[p], spec.n_groups()});
-      if (!s.ok()) return s.status();
-      w.scales = reinterpret_cast<const float*>(*s);
-      if (absl::Status st = finite_scales(sname, w.scales, rows[p] * spec.n_groups()); !st.ok()) return st;
-      if (spec.n_outliers > 0) {
-        auto qo = get(QuantTensorName(i, proj, "qweight_outlier"), "I8", {rows[p], spec.n_outliers});
-        if (!qo.ok()) return qo.status();
-        w.q_outlier = reinterpret_cast<const int8_t*>(*qo);
-        const std::string oname = QuantTensorName(i, proj, "outlier_scales");
-        auto os = get(oname, "F32", {rows[p]});
-        if (!os.ok()) return os.status();
-        w.outlier_scales = reinterpret_cast<const float*>(*os);
-        if (absl::Status st = finite_scales(oname, w.outlier_scales, rows[p]); !st.ok()) return st;
-      }
-    }
-  }
-  // Rows fixed by the activations: gate/up produce silu_mul's channels, o and down the
-  // residual (attn_norm's width), k and v the same width.
-  using P = QuantProjection;
-  auto row_check = [&](P p, int64_t want, const char* why) -> absl::Status {
-    if (rows[static_cast<int>(p)] != want) {
-      return bad(absl::StrCat(QuantTensorName(0, p, "qweight"), " has ", rows[static_cast<int>(p)],
-                              " rows, expected ", want, " (", why, ")"));
+  absl::Status CheckAllUsed() const {
+    for (const auto& [name, t] : f_.tensors()) {
+      if (used_.count(name) == 0) return Bad("unexpected tensor " + name);
     }
     return absl::OkStatus();
-  };
-  const int hidden = k[static_cast<int>(QuantActivation::kAttnNorm)];
-  const int inter = k[static_cast<int>(QuantActivation::kSiluMul)];
-  for (absl::Status s : {row_check(P::kGate, inter, "silu_mul width"),
-                         row_check(P::kUp, inter, "silu_mul width"),
-                         row_check(P::kO, hidden, "attn_norm width"),
-                         row_check(P::kDown, hidden, "attn_norm width"),
-                         row_check(P::kV, rows[static_cast<int>(P::kK)], "attn_k rows")}) {
-    if (!s.ok()) return s;
   }
-  if (k[static_cast<int>(QuantActivation::kFfnNorm)] != hidden) {
-    return bad(absl::StrCat("ffn_norm width ", k[static_cast<int>(QuantActivation::kFfnNorm)],
-                            " != attn_norm width ", hidden));
+
+ private:
+  static std::string Dims(const std::vector<int64_t>& d) {
+    std::string out;
+    for (int64_t v : d) absl::StrAppend(&out, out.empty() ? "" : ", ", v);
+    return out;
   }
-  for (const auto& [name, t] : file_->tensors()) {
-    if (used.count(name) == 0) return bad("unexpected tensor " + name);
+
+  const SafetensorsFile& f_;
+  const std::string where_;
+  std::vector<std::vector<uint32_t>>* owned_;
+  std::set<std::string> used_;
+};
+
+using Widths = std::array<int, kNumQuantActivations>;
+using Rows = std::array<int64_t, kNumQuantProjections>;
+
+// Channels per activation and rows per projection, from layer 0's tensors.
+absl::Status ReadGeometry(const TensorTable& t, const QuantizedCheckpointMeta& m, Widths* k,
+                          Rows* rows) {
+  for (int a = 0; a < kNumQuantActivations; ++a) {
+    absl::StatusOr<int64_t> n = t.Dim0(PermTensorName(0, static_cast<QuantActivation>(a)), 1);
+    if (!n.ok()) return n.status();
+    (*k)[a] = static_cast<int>(*n);
+    if (m.outliers[a] >= (*k)[a]) {
+      return t.Bad(absl::StrCat("outliers.", QuantActivationName(static_cast<QuantActivation>(a)),
+                                " = ", m.outliers[a], " leaves no normal channel of ", (*k)[a]));
+    }
+  }
+  for (int p = 0; p < kNumQuantProjections; ++p) {
+    absl::StatusOr<int64_t> r = t.Dim0(QuantTensorName(0, static_cast<QuantProjection>(p), "qweight"), 2);
+    if (!r.ok()) return r.status();
+    (*rows)[p] = *r;
   }
   return absl::OkStatus();
+}
+
+// Rows fixed by the activations: gate/up produce silu_mul's channels, o and down the
+// residual (attn_norm's width, = ffn_norm's), k and v the same width.
+absl::Status CheckGeometry(const TensorTable& t, const Widths& k, const Rows& rows) {
+  using A = QuantActivation;
+  using P = QuantProjection;
+  const int hidden = k[static_cast<int>(A::kAttnNorm)];
+  const int inter = k[static_cast<int>(A::kSiluMul)];
+  if (k[static_cast<int>(A::kFfnNorm)] != hidden) {
+    return t.Bad(absl::StrCat("ffn_norm width ", k[static_cast<int>(A::kFfnNorm)],
+                              " != attn_norm width ", hidden));
+  }
+  const std::tuple<P, int64_t, const char*> want[] = {
+      {P::kGate, inter, "silu_mul width"}, {P::kUp, inter, "silu_mul width"},
+      {P::kO, hidden, "attn_norm width"}, {P::kDown, hidden, "attn_norm width"},
+      {P::kV, rows[static_cast<int>(P::kK)], "attn_k rows"}};
+  for (const auto& [p, n, why] : want) {
+    if (rows[static_cast<int>(p)] != n) {
+      return t.Bad(absl::StrCat(QuantTensorName(0, p, "qweight"), " has ", rows[static_cast<int>(p)],
+                                " rows, expected ", n, " (", why, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadProjection(TensorTable& t, int i, QuantProjection p, const QuantSpec& spec,
+                            int64_t rows, int w_bits, AtomWeightView* w) {
+  if (absl::Status s = spec.Validate(); !s.ok()) return t.Bad(std::string(s.message()));
+  w->spec = spec;
+  w->rows = rows;
+  auto q = t.Get(QuantTensorName(i, p, "qweight"), w_bits == 4 ? "U8" : "I8",
+                 {rows, static_cast<int64_t>(spec.weight_row_bytes())});
+  if (!q.ok()) return q.status();
+  w->q = *q;
+  const std::string sname = QuantTensorName(i, p, "scales");
+  auto s = t.Get(sname, "F32", {rows, spec.n_groups()});
+  if (!s.ok()) return s.status();
+  w->scales = reinterpret_cast<const float*>(*s);
+  if (absl::Status st = t.CheckScales(sname, w->scales, rows * spec.n_groups()); !st.ok()) return st;
+  if (spec.n_outliers == 0) return absl::OkStatus();
+  auto qo = t.Get(QuantTensorName(i, p, "qweight_outlier"), "I8", {rows, spec.n_outliers});
+  if (!qo.ok()) return qo.status();
+  w->q_outlier = reinterpret_cast<const int8_t*>(*qo);
+  const std::string oname = QuantTensorName(i, p, "outlier_scales");
+  auto os = t.Get(oname, "F32", {rows});
+  if (!os.ok()) return os.status();
+  w->outlier_scales = reinterpret_cast<const float*>(*os);
+  return t.CheckScales(oname, w->outlier_scales, rows);
+}
+
+absl::Status LoadLayer(TensorTable& t, const QuantizedCheckpointMeta& m, int i, const Widths& k,
+                       const Rows& rows, QuantizedLayerView* lv) {
+  for (int a = 0; a < kNumQuantActivations; ++a) {
+    const std::string name = PermTensorName(i, static_cast<QuantActivation>(a));
+    auto p = t.Get(name, "I32", {k[a]});
+    if (!p.ok()) return p.status();
+    lv->perm[a] = reinterpret_cast<const int32_t*>(*p);
+    lv->k[a] = k[a];
+    if (!IsPermutation(lv->perm[a], k[a])) {
+      return t.Bad(absl::StrCat(name, " is not a permutation of 0..", k[a] - 1));
+    }
+  }
+  for (int p = 0; p < kNumQuantProjections; ++p) {
+    const auto proj = static_cast<QuantProjection>(p);
+    const QuantSpec spec = m.Spec(proj, k[static_cast<int>(InputOf(proj))]);
+    if (absl::Status s = LoadProjection(t, i, proj, spec, rows[p], m.weight_bits, &lv->proj[p]);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status QuantizedCheckpoint::Load() {
+  TensorTable t(*file_, dir_ + "/" + kQuantTensorsName, &owned_);
+  Widths k{};
+  Rows rows{};
+  if (absl::Status s = ReadGeometry(t, meta_, &k, &rows); !s.ok()) return s;
+  layers_.resize(meta_.n_layers);
+  for (int i = 0; i < meta_.n_layers; ++i) {
+    if (absl::Status s = LoadLayer(t, meta_, i, k, rows, &layers_[i]); !s.ok()) return s;
+  }
+  if (absl::Status s = CheckGeometry(t, k, rows); !s.ok()) return s;
+  return t.CheckAllUsed();
 }
 
 absl::Status QuantizedCheckpoint::CheckConfig(const LlamaConfig& c) const {
