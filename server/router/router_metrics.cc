@@ -19,7 +19,7 @@ RouterMetrics::RouterMetrics(ServerMetrics* metrics) {
   queued_ = GaugeFamily(r, "loom_worker_queued", "Requests waiting on the worker");
   assigned_ = GaugeFamily(r, "loom_worker_assigned", "Requests the router placed on the worker");
   kv_free_ = GaugeFamily(r, "loom_worker_kv_pages_free", "Free KV cache pages on the worker");
-  kv_total_ = GaugeFamily(r, "loom_worker_kv_pages_total", "KV cache pages on the worker");
+  kv_total_ = GaugeFamily(r, "loom_worker_kv_pages_capacity", "KV cache pages on the worker");
   router_queued_ = &GaugeFamily(r, "loom_router_queued", "Requests in the router's queue")->Add({});
   active_ = &GaugeFamily(r, "loom_router_active_requests", "Requests queued or placed")->Add({});
   migrations_ = &prometheus::BuildCounter()

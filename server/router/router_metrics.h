@@ -9,7 +9,7 @@
 //   loom_worker_queued{worker}         gauge   waiting on the worker
 //   loom_worker_assigned{worker}       gauge   requests the router placed there now
 //   loom_worker_kv_pages_free{worker}  gauge
-//   loom_worker_kv_pages_total{worker} gauge
+//   loom_worker_kv_pages_capacity{worker} gauge
 //   loom_router_queued                 gauge   requests in the router's queue
 //   loom_router_active_requests        gauge   requests not finished (queued or placed)
 //   loom_router_migrations_total       counter cancel + re-add moves (drain, consolidation)

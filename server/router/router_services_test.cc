@@ -3,9 +3,13 @@
 // worker death), Tokenize is local, GetStatus / DrainWorker / metrics reflect the cluster.
 #include "server/router/router_services.h"
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "clients/cpp/loom_client.h"
 #include "grpcpp/grpcpp.h"
@@ -142,6 +146,22 @@ TEST_F(RouterServicesTest, GenerateSurvivesWorkerDeathAndStatusShowsIt) {
   EXPECT_NE(text_metrics.find("loom_idle_workers 1"), std::string::npos);
   EXPECT_NE(text_metrics.find("loom_worker_kv_pages_free{worker=\"127.0.0.1:2\"}"),
             std::string::npos);
+  // Lint-clean under `promtool check metrics` (Debian's prometheus package), when present.
+  if (access("/usr/bin/promtool", X_OK) == 0) {
+    const std::string path = absl::StrCat(::testing::TempDir(), "/router_metrics.txt");
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(text_metrics.data(), 1, text_metrics.size(), f);
+    std::fclose(f);
+    const std::string cmd = "/usr/bin/promtool check metrics < " + path + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[512];
+    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+    EXPECT_EQ(pclose(p), 0) << out;
+    EXPECT_EQ(out, "");
+  }
 }
 
 TEST_F(RouterServicesTest, DrainAndAdapterCalls) {
