@@ -337,7 +337,7 @@ void ClusterFrontend::RefreshViews(absl::Time now) {
     slot.view.kv_pages_free = slot.load.kv_pages_free;
     slot.view.kv_pages_total = slot.load.kv_pages_total;
     slot.view.resident_adapters = slot.load.resident_adapters;
-    slot.view.draining = slot.draining;
+    slot.view.draining = slot.draining || slot.load.draining;
   }
 }
 
@@ -348,7 +348,8 @@ std::vector<WorkerView> ClusterFrontend::UpViews() {
     WorkerView v = slot->view;
     v.running = std::min(slot->load.running, slot->assigned);
     v.queued = slot->assigned - v.running;
-    v.draining = slot->draining;
+    // Drained by us, or shutting down on its own (its running requests finish there).
+    v.draining = slot->draining || slot->load.draining;
     v.idle_since_us = slot->assigned == 0 ? Micros(slot->idle_since) : -1;
     out.push_back(std::move(v));
   }
@@ -525,7 +526,7 @@ void ClusterFrontend::Publish(absl::Time now) {
     ClusterWorkerStatus w;
     w.name = slot->worker->name();
     w.up = slot->up;
-    w.draining = slot->draining;
+    w.draining = slot->draining || slot->load.draining;
     w.assigned = slot->assigned;
     w.load = slot->load;
     s.workers.push_back(std::move(w));

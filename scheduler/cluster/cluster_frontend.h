@@ -69,7 +69,7 @@ struct ClusterOptions {
 struct ClusterWorkerStatus {
   std::string name;
   bool up = false;            // Load() answered at the last tick and no recent failure
-  bool draining = false;
+  bool draining = false;      // drained (Drain) or shutting down (WorkerLoad::draining)
   bool idle = false;          // up, not draining, no request, idle >= idle_grace
   int assigned = 0;           // requests the frontend has placed on it now
   WorkerLoad load;            // the last successful Load()

@@ -455,5 +455,37 @@ TEST_F(ClusterFrontendTest, ConsolidationEmptiesTheLighterWorker) {
   EXPECT_EQ(a->started().back().generated_before, 3);
 }
 
+// A worker shutting down on its own (WorkerLoad::draining) gets nothing new, and its
+// running requests are left to finish there (not moved).
+TEST_F(ClusterFrontendTest, SelfDrainingWorkerKeepsItsRequestsAndGetsNoNewOnes) {
+  auto f = *ClusterFrontend::Create(tok_.get(), Options("punica"));
+  FakeWorker::Options ao;
+  ao.name = "a";
+  ao.stall_at = 2;
+  FakeWorker* a = AddFake(*f, ao);
+  Sink first;
+  ASSERT_TRUE(f->Submit(Request("d0", "", 10), first.Callback()).ok());
+  ASSERT_TRUE(WaitFor([&] { return first.token_count() == 2; }));
+  FakeWorker::Options bo;
+  bo.name = "b";
+  FakeWorker* b = AddFake(*f, bo);
+  a->SetDraining(true);
+  ASSERT_TRUE(WaitFor([&] {
+    const ClusterStatus st = f->GetStatus();
+    return st.workers.size() == 2 && st.workers[0].draining && st.workers[1].up;
+  }));
+  Sink second;
+  ASSERT_TRUE(f->Submit(Request("d1", "", 10), second.Callback()).ok());
+  ASSERT_TRUE(WaitFor([&] { return second.done(); }));
+  EXPECT_EQ(b->started().size(), 1u);
+  EXPECT_EQ(a->active(), 1);  // not moved
+  a->Unstall();
+  ASSERT_TRUE(WaitFor([&] { return first.done(); }));
+  EXPECT_EQ(first.tokens, ReferenceRun(*tok_, "", Prompt("d0"), 10, -1).tokens);
+  EXPECT_EQ(second.tokens, ReferenceRun(*tok_, "", Prompt("d1"), 10, -1).tokens);
+  EXPECT_EQ(f->GetStatus().migrations, 0u);
+  EXPECT_EQ(f->GetStatus().failovers, 0u);
+}
+
 }  // namespace
 }  // namespace loom

@@ -46,6 +46,7 @@ absl::StatusOr<uint64_t> FakeWorker::Start(WorkerRequest request, WorkerCallback
   }
   absl::MutexLock l(&mu_);
   if (dead_) return absl::UnavailableError(options_.name + " is down");
+  if (draining_) return absl::UnavailableError(options_.name + " is draining");
   started_.push_back(request);
   Stream s;
   s.handle = next_handle_++;
@@ -84,6 +85,7 @@ absl::StatusOr<WorkerLoad> FakeWorker::Load() {
   load.kv_pages_free = std::max(0, options_.kv_pages_total - used);
   load.max_batch_size = options_.max_running;
   load.steps = steps_;
+  load.draining = draining_;
   return load;
 }
 
@@ -114,6 +116,11 @@ void FakeWorker::AbortAll() {
     e.error = absl::AbortedError("evicted");
     s.callback(e);
   }
+}
+
+void FakeWorker::SetDraining(bool draining) {
+  absl::MutexLock l(&mu_);
+  draining_ = draining;
 }
 
 void FakeWorker::Unstall() {

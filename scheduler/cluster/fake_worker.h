@@ -52,6 +52,8 @@ class FakeWorker final : public Worker {
   void Kill();
   void AbortAll();
   void Unstall();
+  // Reports WorkerLoad::draining (a graceful shutdown); Start fails UNAVAILABLE then.
+  void SetDraining(bool draining);
 
   // Observations for tests.
   int active() const;                     // started, not finished
@@ -76,6 +78,7 @@ class FakeWorker final : public Worker {
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
   bool dead_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stalled_ ABSL_GUARDED_BY(mu_) = true;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int max_running_seen_ ABSL_GUARDED_BY(mu_) = 0;
