@@ -81,9 +81,10 @@ json QuantizedCheckpointMeta::ToJson() const {
   };
 }
 
-absl::StatusOr<QuantizedCheckpointMeta> QuantizedCheckpointMeta::FromJson(const json& j) {
-  if (!j.is_object()) return Bad("not a JSON object");
-  QuantizedCheckpointMeta m;
+namespace {
+
+// format, version, architecture, scheme, group_size, weight_bits, activation_bits.
+absl::Status ParseScheme(const json& j, QuantizedCheckpointMeta* m) {
   auto format = Str(j, "", "format");
   if (!format.ok()) return format.status();
   if (*format != kQuantFormat) {
@@ -98,50 +99,60 @@ absl::StatusOr<QuantizedCheckpointMeta> QuantizedCheckpointMeta::FromJson(const 
   auto arch = Str(j, "", "architecture");
   if (!arch.ok()) return arch.status();
   if (*arch != "llama") return Bad("architecture '" + *arch + "' is not supported (only 'llama')");
-  m.architecture = *arch;
+  m->architecture = *arch;
   auto scheme_name = Str(j, "", "scheme");
   if (!scheme_name.ok()) return scheme_name.status();
   auto scheme = kernels::quant::ParseQuantScheme(*scheme_name);
   if (!scheme.ok() || *scheme == QuantScheme::kNone) {
     return Bad("scheme '" + *scheme_name + "' is not one of w4a4, w4a8, w8a8");
   }
-  m.scheme = *scheme;
+  m->scheme = *scheme;
   auto group = Int(j, "", "group_size", 2);
   if (!group.ok()) return group.status();
   if (*group % 2 != 0) return Bad(absl::StrCat("group_size ", *group, " is odd"));
-  m.group_size = static_cast<int>(*group);
+  m->group_size = static_cast<int>(*group);
   auto wb = Int(j, "", "weight_bits", 0);
   auto ab = Int(j, "", "activation_bits", 0);
   if (!wb.ok()) return wb.status();
   if (!ab.ok()) return ab.status();
-  if (*wb != kernels::quant::SchemeWeightBits(m.scheme) ||
-      *ab != kernels::quant::SchemeActivationBits(m.scheme)) {
+  if (*wb != kernels::quant::SchemeWeightBits(m->scheme) ||
+      *ab != kernels::quant::SchemeActivationBits(m->scheme)) {
     return Bad(absl::StrCat("weight_bits ", *wb, " / activation_bits ", *ab,
                             " do not match scheme ", *scheme_name));
   }
-  m.weight_bits = static_cast<int>(*wb);
-  m.activation_bits = static_cast<int>(*ab);
+  m->weight_bits = static_cast<int>(*wb);
+  m->activation_bits = static_cast<int>(*ab);
+  return absl::OkStatus();
+}
+
+// outliers, gptq, clip_search.
+absl::Status ParseMethod(const json& j, QuantizedCheckpointMeta* m) {
   auto outliers = Object(j, "outliers");
   if (!outliers.ok()) return outliers.status();
   for (int a = 0; a < kNumQuantActivations; ++a) {
     auto n = Int(**outliers, "outliers.", QuantActivationName(static_cast<QuantActivation>(a)), 0);
     if (!n.ok()) return n.status();
-    m.outliers[a] = static_cast<int>(*n);
+    m->outliers[a] = static_cast<int>(*n);
   }
   auto gptq = Field(j, "", "gptq", [](const json& v) { return v.is_boolean(); }, "a boolean");
   if (!gptq.ok()) return gptq.status();
-  m.gptq = (*gptq)->get<bool>();
+  m->gptq = (*gptq)->get<bool>();
   auto clip = Object(j, "clip_search");
   if (!clip.ok()) return clip.status();
-  auto enabled = Field(**clip, "clip_search.", "enabled", [](const json& v) { return v.is_boolean(); },
-                       "a boolean");
-  auto ratio = Field(**clip, "clip_search.", "min_ratio", [](const json& v) { return v.is_number(); },
-                     "a number");
+  auto enabled = Field(**clip, "clip_search.", "enabled",
+                       [](const json& v) { return v.is_boolean(); }, "a boolean");
+  auto ratio = Field(**clip, "clip_search.", "min_ratio",
+                     [](const json& v) { return v.is_number(); }, "a number");
   auto steps = Int(**clip, "clip_search.", "steps", 1);
   if (!enabled.ok()) return enabled.status();
   if (!ratio.ok()) return ratio.status();
   if (!steps.ok()) return steps.status();
-  m.clip_search = {(*enabled)->get<bool>(), (*ratio)->get<double>(), static_cast<int>(*steps)};
+  m->clip_search = {(*enabled)->get<bool>(), (*ratio)->get<double>(), static_cast<int>(*steps)};
+  return absl::OkStatus();
+}
+
+// base_model, calibration, n_layers.
+absl::Status ParseProvenance(const json& j, QuantizedCheckpointMeta* m) {
   auto base = Object(j, "base_model");
   if (!base.ok()) return base.status();
   auto bpath = Str(**base, "base_model.", "path");
@@ -150,7 +161,7 @@ absl::StatusOr<QuantizedCheckpointMeta> QuantizedCheckpointMeta::FromJson(const 
   if (!bpath.ok()) return bpath.status();
   if (!bsha.ok()) return bsha.status();
   if (!bbytes.ok()) return bbytes.status();
-  m.base_model = {*bpath, *bsha, *bbytes};
+  m->base_model = {*bpath, *bsha, *bbytes};
   auto cal = Object(j, "calibration");
   if (!cal.ok()) return cal.status();
   auto ctext = Str(**cal, "calibration.", "text");
@@ -163,10 +174,21 @@ absl::StatusOr<QuantizedCheckpointMeta> QuantizedCheckpointMeta::FromJson(const 
   if (!cseq.ok()) return cseq.status();
   if (!clen.ok()) return clen.status();
   if (!csrc.ok()) return csrc.status();
-  m.calibration = {*ctext, *csha, static_cast<int>(*cseq), static_cast<int>(*clen), *csrc};
+  m->calibration = {*ctext, *csha, static_cast<int>(*cseq), static_cast<int>(*clen), *csrc};
   auto layers = Int(j, "", "n_layers", 1);
   if (!layers.ok()) return layers.status();
-  m.n_layers = static_cast<int>(*layers);
+  m->n_layers = static_cast<int>(*layers);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<QuantizedCheckpointMeta> QuantizedCheckpointMeta::FromJson(const json& j) {
+  if (!j.is_object()) return Bad("not a JSON object");
+  QuantizedCheckpointMeta m;
+  if (absl::Status s = ParseScheme(j, &m); !s.ok()) return s;
+  if (absl::Status s = ParseMethod(j, &m); !s.ok()) return s;
+  if (absl::Status s = ParseProvenance(j, &m); !s.ok()) return s;
   return m;
 }
 
