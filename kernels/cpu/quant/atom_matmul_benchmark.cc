@@ -127,6 +127,84 @@ void BM_AtomRmsNormQuantize(benchmark::State& state) {
                                                 benchmark::Counter::kIsRate);
 }
 
+// The 30 layers' seven projections of SmolLM2-135M (no attention, no output layer) for n
+// tokens, with the activation steps each path needs: Atom = RmsNormQuantize (q/k/v and
+// gate/up inputs), Quantize (o input), SiluMulQuantize (down input) + MatMuls; backend =
+// RmsNorm / SiluMul + PackActivations + MatMul with Q4_1 weights (as the model runs today).
+// Counter tok/s = n * steps/s. args: atom (1) or Q4_1 (0), n, threads.
+struct Proj {
+  int64_t rows;
+  int k;
+};
+constexpr Proj kLayer[] = {{576, 576}, {192, 576}, {192, 576}, {576, 576},
+                           {1536, 576}, {1536, 576}, {576, 1536}};
+
+void BM_LayerStack(benchmark::State& state) {
+  const bool atom = state.range(0) != 0;
+  const int n = static_cast<int>(state.range(1));
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  const std::vector<float> x = testing::RandomValues(static_cast<size_t>(n) * 1536, 7);
+  const std::vector<float> gamma = testing::RandomValues(576, 8);
+  std::vector<float> y(static_cast<size_t>(n) * 1536), normed(static_cast<size_t>(n) * 1536);
+  if (atom) {
+    auto ak = CreateCpuAtomKernels(&pool);
+    const QuantSpec s576{576, 64, 128, 4, 4}, s1536{1536, 128, 128, 4, 4};
+    std::vector<AtomWeight> ws;
+    for (int l = 0; l < 30; ++l) {
+      for (const Proj& p : kLayer) {
+        const QuantSpec& s = p.k == 576 ? s576 : s1536;
+        const std::vector<float> wf = testing::RandomValues(p.rows * p.k, l * 7 + ws.size(), 0.05f);
+        ws.push_back(*QuantizeWeightRTN(wf.data(), p.rows, s));
+      }
+    }
+    AtomActivations a;
+    for (auto _ : state) {
+      for (int l = 0; l < 30; ++l) {
+        const AtomWeight* lw = ws.data() + 7 * l;
+        ak->RmsNormQuantize(x.data(), gamma.data(), n, 1e-5f, nullptr, s576, &a, normed.data());
+        for (int i = 0; i < 3; ++i) ak->MatMul(lw[i].view(), a, y.data());
+        ak->Quantize(x.data(), n, nullptr, s576, &a, nullptr);
+        ak->MatMul(lw[3].view(), a, y.data());
+        ak->RmsNormQuantize(x.data(), gamma.data(), n, 1e-5f, nullptr, s576, &a, normed.data());
+        for (int i = 4; i < 6; ++i) ak->MatMul(lw[i].view(), a, y.data());
+        ak->SiluMulQuantize(x.data(), x.data(), n, s1536, &a, normed.data());
+        ak->MatMul(lw[6].view(), a, y.data());
+      }
+      benchmark::DoNotOptimize(y.data());
+    }
+  } else {
+    auto be = CreateCpuBackendOnPool(&pool);
+    std::vector<Matrix> ms;
+    for (int l = 0; l < 30; ++l) {
+      for (const Proj& p : kLayer) ms.push_back(RandomMatrix(DType::kQ4_1, p.rows, p.k, l * 7 + ms.size()));
+    }
+    ActivationPack pack;
+    for (auto _ : state) {
+      for (int l = 0; l < 30; ++l) {
+        for (int i = 0; i < 7; ++i) {
+          const Matrix& m = ms[7 * l + i];
+          const int k = static_cast<int>(m.w.cols);
+          if (i == 0 || i == 4) {  // RMSNorm output feeds q/k/v and gate/up
+            be->RmsNorm(x.data(), gamma.data(), n, k, 1e-5f, normed.data());
+            be->PackActivations(DType::kQ4_1, normed.data(), n, k, &pack);
+          } else if (i == 3) {  // attention output feeds o
+            be->PackActivations(DType::kQ4_1, x.data(), n, k, &pack);
+          } else if (i == 6) {  // SiLU(gate) * up feeds down
+            be->SiluMul(x.data(), x.data(), static_cast<int64_t>(n) * k, normed.data());
+            be->PackActivations(DType::kQ4_1, normed.data(), n, k, &pack);
+          }
+          be->MatMul(m.w, pack, y.data());
+        }
+      }
+      benchmark::DoNotOptimize(y.data());
+    }
+  }
+  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * n,
+                                               benchmark::Counter::kIsRate);
+  state.SetLabel(atom ? "atom w4a4" : "Q4_1");
+}
+BENCHMARK(BM_LayerStack)->ArgsProduct({{1, 0}, {1, 8, 32}, {1, 2}})->UseRealTime()->MinTime(0.5);
+
 constexpr int kShapes[][2] = {{576, 576}, {1536, 576}, {576, 1536}};  // {N, K}
 
 void AtomArgs(benchmark::internal::Benchmark* b) {
