@@ -12,6 +12,11 @@ ABSL_FLAG(absl::Duration, resolve_interval, absl::Seconds(10),
 ABSL_FLAG(absl::Duration, idle_grace, absl::Seconds(60),
           "router: idle time before a worker is reported releasable");
 
+ABSL_FLAG(int, worker_admin_port, 0,
+          "router: the workers' loom.v1.Admin port, for forwarding adapter calls (0 = off)");
+ABSL_FLAG(int, worker_admin_port_offset, 0,
+          "router: else the workers' admin port = worker port + this (0 = off)");
+
 namespace loom {
 
 RouterSettings RouterSettingsFromFlags() {
@@ -22,6 +27,8 @@ RouterSettings RouterSettingsFromFlags() {
   s.consolidation_interval = absl::GetFlag(FLAGS_consolidation_interval);
   s.resolve_interval = absl::GetFlag(FLAGS_resolve_interval);
   s.idle_grace = absl::GetFlag(FLAGS_idle_grace);
+  s.worker_admin_port = absl::GetFlag(FLAGS_worker_admin_port);
+  s.worker_admin_port_offset = absl::GetFlag(FLAGS_worker_admin_port_offset);
   return s;
 }
 

@@ -13,6 +13,7 @@
 #include "server/daemon_support.h"
 #include "server/metrics/http_endpoint.h"
 #include "server/metrics/server_metrics.h"
+#include "server/router/admin_fanout.h"
 #include "server/router/router_metrics.h"
 #include "server/router/router_model.h"
 #include "server/router/router_services.h"
@@ -33,6 +34,10 @@ absl::Status RouterSettings::Validate() const {
   if (max_batch_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrFormat("max_batch_size: %d must be >= 1", max_batch_size));
+  }
+  if (worker_admin_port < 0 || worker_admin_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("worker_admin_port: %d is outside [0, 65535]", worker_admin_port));
   }
   if (resolve_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("resolve_interval must be > 0");
@@ -119,8 +124,9 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
   std::atomic<bool> serving{false};
   RouterInferenceService inference(model->serving.get(), model->max_context, fe, &metrics,
                                    &serving);
+  AdminFanout fanout(r.worker_admin_port, r.worker_admin_port_offset);
   RouterAdminService admin(model->serving.get(), fe, std::move(auth), &serving,
-                           o.kv_page_size);
+                           o.kv_page_size, &fanout);
   absl::Status result = absl::OkStatus();
   std::unique_ptr<grpc::Server> inference_server, admin_server;
   if (!creds.ok()) {

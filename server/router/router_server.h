@@ -9,6 +9,11 @@
 //   --consolidation_interval=1s                Punica consolidation period (0 = off)
 //   --resolve_interval=10s                     DNS re-resolution period
 //   --idle_grace=60s                           idle time before a worker is reported idle
+//   --worker_admin_port=0                      workers' loom.v1.Admin port (same on every
+//                                              worker, as in Kubernetes); adapter calls
+//                                              on the router go to every worker
+//   --worker_admin_port_offset=0               else admin port = worker port + offset
+//                                              (both 0: adapter calls UNIMPLEMENTED)
 // Shared with the other roles (ServerOptions): host/port (Inference), admin_host/port,
 // metrics_host/port, model (for the tokenizer), max_context, kv_page_size (must equal
 // the workers'), TLS, admin_token_file, shutdown_grace, log_level.
@@ -34,6 +39,8 @@ struct RouterSettings {
   absl::Duration consolidation_interval = absl::Seconds(1);
   absl::Duration resolve_interval = absl::Seconds(10);
   absl::Duration idle_grace = absl::Seconds(60);
+  int worker_admin_port = 0;
+  int worker_admin_port_offset = 0;
 
   // InvalidArgument naming the setting.
   absl::Status Validate() const;

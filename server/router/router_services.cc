@@ -111,30 +111,72 @@ bool RouterAdminService::Authorized(grpc::CallbackServerContext* ctx,
   return false;
 }
 
-grpc::ServerUnaryReactor* RouterAdminService::NotOnRouter(grpc::CallbackServerContext* ctx) {
+std::vector<std::string> RouterAdminService::UpWorkers() const {
+  std::vector<std::string> out;
+  for (const ClusterWorkerStatus& w : frontend_->GetStatus().workers) {
+    if (w.up) out.push_back(w.name);
+  }
+  return out;
+}
+
+namespace {
+
+std::string Authorization(grpc::CallbackServerContext* ctx) {
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("authorization");
+  return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
+AdminFanout& Disabled() {
+  static AdminFanout* const none = new AdminFanout(0, 0);
+  return *none;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* RouterAdminService::LoadAdapter(grpc::CallbackServerContext* ctx,
+                                                          const v1::LoadAdapterRequest* request,
+                                                          v1::LoadAdapterResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (!Authorized(ctx, reactor)) return reactor;
-  reactor->Finish(grpc::Status(
-      grpc::StatusCode::UNIMPLEMENTED,
-      "adapters are managed on the workers, not the router: workers load them on demand "
-      "from their --adapter_roots, or use loomctl --addr WORKER_ADMIN_ADDRESS"));
+  AdminFanout& f = fanout_ != nullptr ? *fanout_ : Disabled();
+  f.LoadAdapter(UpWorkers(), Authorization(ctx), *request,
+                [reactor, response](absl::StatusOr<v1::LoadAdapterResponse> r) {
+                  if (!r.ok()) return reactor->Finish(ToGrpcStatus(r.status()));
+                  *response = *std::move(r);
+                  reactor->Finish(grpc::Status::OK);
+                });
   return reactor;
 }
 
-grpc::ServerUnaryReactor* RouterAdminService::LoadAdapter(grpc::CallbackServerContext* ctx,
-                                                          const v1::LoadAdapterRequest*,
-                                                          v1::LoadAdapterResponse*) {
-  return NotOnRouter(ctx);
+grpc::ServerUnaryReactor* RouterAdminService::UnloadAdapter(
+    grpc::CallbackServerContext* ctx, const v1::UnloadAdapterRequest* request,
+    v1::UnloadAdapterResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!Authorized(ctx, reactor)) return reactor;
+  AdminFanout& f = fanout_ != nullptr ? *fanout_ : Disabled();
+  f.UnloadAdapter(UpWorkers(), Authorization(ctx), *request,
+                  [reactor, response](absl::StatusOr<v1::UnloadAdapterResponse> r) {
+                    if (!r.ok()) return reactor->Finish(ToGrpcStatus(r.status()));
+                    *response = *std::move(r);
+                    reactor->Finish(grpc::Status::OK);
+                  });
+  return reactor;
 }
-grpc::ServerUnaryReactor* RouterAdminService::UnloadAdapter(grpc::CallbackServerContext* ctx,
-                                                            const v1::UnloadAdapterRequest*,
-                                                            v1::UnloadAdapterResponse*) {
-  return NotOnRouter(ctx);
-}
+
 grpc::ServerUnaryReactor* RouterAdminService::ListAdapters(grpc::CallbackServerContext* ctx,
                                                            const v1::ListAdaptersRequest*,
-                                                           v1::ListAdaptersResponse*) {
-  return NotOnRouter(ctx);
+                                                           v1::ListAdaptersResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!Authorized(ctx, reactor)) return reactor;
+  AdminFanout& f = fanout_ != nullptr ? *fanout_ : Disabled();
+  f.ListAdapters(UpWorkers(), Authorization(ctx),
+                 [reactor, response](absl::StatusOr<v1::ListAdaptersResponse> r) {
+                   if (!r.ok()) return reactor->Finish(ToGrpcStatus(r.status()));
+                   *response = *std::move(r);
+                   reactor->Finish(grpc::Status::OK);
+                 });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* RouterAdminService::GetStatus(grpc::CallbackServerContext* ctx,

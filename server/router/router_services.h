@@ -4,9 +4,9 @@
 // Tokenize and ListModels answered locally from the tokenizer-only model.
 //
 // loom.v1.Admin: GetStatus (per-worker load, up/draining/idle, router counters and scale
-// signals), DrainWorker. Adapter calls (Load/Unload/ListAdapters) are UNIMPLEMENTED on
-// the router: adapters live on the workers, which load them on demand from their adapter
-// roots (or by `loomctl --addr WORKER_ADMIN load`).
+// signals), DrainWorker. Adapter calls (Load/Unload/ListAdapters) go to every worker that
+// is up through AdminFanout (admin_fanout.h); without one they are UNIMPLEMENTED
+// (workers still load adapters on demand from their adapter roots).
 #ifndef LOOM_SERVER_ROUTER_ROUTER_SERVICES_H_
 #define LOOM_SERVER_ROUTER_ROUTER_SERVICES_H_
 
@@ -19,6 +19,7 @@
 #include "scheduler/cluster/cluster_frontend.h"
 #include "server/bearer_auth.h"
 #include "server/metrics/server_metrics.h"
+#include "server/router/admin_fanout.h"
 #include "server/serving_model.h"
 
 namespace loom {
@@ -54,10 +55,12 @@ void FillRouterStatus(const ClusterStatus& s, const std::string& base_model,
 
 class RouterAdminService final : public v1::Admin::CallbackService {
  public:
+  // `fanout` may be null (adapter calls UNIMPLEMENTED).
   RouterAdminService(const ServingModel* model, ClusterFrontend* frontend, BearerAuth auth,
-                     const std::atomic<bool>* serving, int kv_page_tokens)
+                     const std::atomic<bool>* serving, int kv_page_tokens,
+                     AdminFanout* fanout = nullptr)
       : model_(model), frontend_(frontend), auth_(std::move(auth)), serving_(serving),
-        kv_page_tokens_(kv_page_tokens), start_(absl::Now()) {}
+        kv_page_tokens_(kv_page_tokens), fanout_(fanout), start_(absl::Now()) {}
 
   grpc::ServerUnaryReactor* LoadAdapter(grpc::CallbackServerContext* ctx,
                                         const v1::LoadAdapterRequest* request,
@@ -77,13 +80,14 @@ class RouterAdminService final : public v1::Admin::CallbackService {
 
  private:
   bool Authorized(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) const;
-  grpc::ServerUnaryReactor* NotOnRouter(grpc::CallbackServerContext* ctx);
+  std::vector<std::string> UpWorkers() const;
 
   const ServingModel* const model_;
   ClusterFrontend* const frontend_;
   const BearerAuth auth_;
   const std::atomic<bool>* const serving_;
   const int kv_page_tokens_;
+  AdminFanout* const fanout_;
   const absl::Time start_;
 };
 

@@ -18,6 +18,7 @@
 #include "scheduler/cluster/cluster_frontend.h"
 #include "scheduler/cluster/fake_worker.h"
 #include "server/metrics/server_metrics.h"
+#include "server/router/admin_fanout.h"
 #include "server/router/router_metrics.h"
 
 namespace loom {
@@ -188,6 +189,106 @@ TEST_F(RouterServicesTest, DrainAndAdapterCalls) {
   ASSERT_TRUE(models.ok());
   EXPECT_EQ(models->models(0).id(), "test-model");
   EXPECT_EQ(models->models(0).max_context(), 512);
+}
+
+// Adapter calls on the router go to every worker's Admin service (port = worker port +
+// offset here): load succeeds only when all succeed, list is the union, errors name the
+// worker, and the caller's authorization header is forwarded.
+class FakeWorkerAdmin final : public v1::Admin::Service {
+ public:
+  explicit FakeWorkerAdmin(std::string tag) : tag_(std::move(tag)) {}
+  grpc::Status LoadAdapter(grpc::ServerContext* ctx, const v1::LoadAdapterRequest* req,
+                           v1::LoadAdapterResponse* resp) override {
+    auto it = ctx->client_metadata().find("authorization");
+    if (it == ctx->client_metadata().end() ||
+        std::string(it->second.data(), it->second.size()) != "Bearer t") {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no token");
+    }
+    if (req->id() == "bad-" + tag_) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "malformed");
+    }
+    absl::MutexLock l(&mu_);
+    ids_.push_back(req->id());
+    resp->mutable_adapter()->set_id(req->id());
+    resp->mutable_adapter()->set_state(v1::ADAPTER_STATE_READY);
+    return grpc::Status::OK;
+  }
+  grpc::Status ListAdapters(grpc::ServerContext*, const v1::ListAdaptersRequest*,
+                            v1::ListAdaptersResponse* resp) override {
+    absl::MutexLock l(&mu_);
+    for (const std::string& id : ids_) resp->add_adapters()->set_id(id);
+    resp->add_adapters()->set_id("only-" + tag_);
+    return grpc::Status::OK;
+  }
+  std::vector<std::string> ids() {
+    absl::MutexLock l(&mu_);
+    return ids_;
+  }
+
+ private:
+  const std::string tag_;
+  absl::Mutex mu_;
+  std::vector<std::string> ids_;
+};
+
+TEST_F(RouterServicesTest, AdapterCallsFanOutToEveryWorker) {
+  FakeWorkerAdmin admin_a("a"), admin_b("b");
+  std::vector<std::unique_ptr<grpc::Server>> servers;
+  std::vector<int> ports;
+  for (FakeWorkerAdmin* svc : {&admin_a, &admin_b}) {
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(svc);
+    servers.push_back(b.BuildAndStart());
+    ASSERT_GT(port, 1);
+    ports.push_back(port);
+  }
+  // Two router workers whose admin ports are their ports + 1; the fixture's worker is
+  // killed so only these two are up.
+  a_->Kill();
+  for (int port : ports) {
+    FakeWorker::Options o;
+    o.name = absl::StrCat("127.0.0.1:", port - 1);
+    ASSERT_TRUE(frontend_->AddWorker(std::make_unique<FakeWorker>(o)).ok());
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    int up = 0;
+    for (const ClusterWorkerStatus& w : frontend_->GetStatus().workers) up += w.up;
+    return up == 2;
+  }));
+  AdminFanout fanout(0, 1);
+  EXPECT_EQ(*fanout.AdminTarget("10.0.0.1:7"), "10.0.0.1:8");
+  EXPECT_EQ(*AdminFanout(9000, 0).AdminTarget("[::1]:7"), "[::1]:9000");
+  RouterAdminService admin(&model_, frontend_.get(), BearerAuth(), &serving_, 16, &fanout);
+  grpc::ServerBuilder b;
+  b.RegisterService(&admin);
+  std::unique_ptr<grpc::Server> router_admin = b.BuildAndStart();
+  ClientOptions co;
+  co.token = "t";
+  auto client = LoomClient::FromChannel(router_admin->InProcessChannel(grpc::ChannelArguments()),
+                                        co);
+
+  absl::StatusOr<v1::AdapterInfo> loaded = client->LoadAdapter("tenant-1", "/x", false);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->id(), "tenant-1");
+  EXPECT_EQ(admin_a.ids(), std::vector<std::string>{"tenant-1"});
+  EXPECT_EQ(admin_b.ids(), std::vector<std::string>{"tenant-1"});
+  absl::StatusOr<v1::AdapterInfo> bad = client->LoadAdapter("bad-b", "/x", false);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(bad.status().message().find(absl::StrCat("127.0.0.1:", ports[1] - 1)),
+            std::string::npos)
+      << bad.status();
+  absl::StatusOr<v1::ListAdaptersResponse> list = client->ListAdapters();
+  ASSERT_TRUE(list.ok()) << list.status();
+  std::vector<std::string> ids;
+  for (const auto& a : list->adapters()) ids.push_back(a.id());
+  // a loaded "bad-b" (only b refused it): the union shows it.
+  EXPECT_EQ(ids, (std::vector<std::string>{"bad-b", "only-a", "only-b", "tenant-1"}));
+  // Without a fanout the calls say how to enable them.
+  EXPECT_EQ(client_->ListAdapters().status().code(), absl::StatusCode::kUnimplemented);
+  router_admin->Shutdown();
+  for (auto& s : servers) s->Shutdown();
 }
 
 }  // namespace
