@@ -168,7 +168,8 @@ if ((cluster)); then
     --port=56120 --admin_port=56121 --metrics_host=127.0.0.1 --metrics_port=56122 --log_level=warn
   if wait_ready 56112 worker0 && wait_ready 56122 worker1; then
     start_loomd any router --role=router --workers=127.0.0.1:56110,127.0.0.1:56120 \
-      --placement=punica --model="$model" --host=127.0.0.1 --port=56130 --admin_port=56131 \
+      --placement=punica --max_batch_size="$max_batch" --model="$model" --host=127.0.0.1 \
+      --port=56130 --admin_port=56131 \
       --metrics_host=127.0.0.1 --metrics_port=56132 --log_level=warn
   fi
   if wait_ready 56132 router; then
