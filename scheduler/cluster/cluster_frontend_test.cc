@@ -487,5 +487,31 @@ TEST_F(ClusterFrontendTest, SelfDrainingWorkerKeepsItsRequestsAndGetsNoNewOnes) 
   EXPECT_EQ(f->GetStatus().failovers, 0u);
 }
 
+// A deadline ends the request (placed or still queued) with DEADLINE_EXCEEDED and
+// cancels its placement.
+TEST_F(ClusterFrontendTest, DeadlineEndsPlacedAndQueuedRequests) {
+  auto f = *ClusterFrontend::Create(tok_.get(), Options("punica", /*max_batch=*/1));
+  FakeWorker::Options ao;
+  ao.name = "a";
+  ao.stall_at = 1;
+  FakeWorker* a = AddFake(*f, ao);
+  Sink placed, queued;
+  EngineRequest r1 = Request("x", "", 10);
+  r1.deadline = absl::Now() + absl::Milliseconds(200);
+  EngineRequest r2 = Request("y", "", 10);
+  r2.deadline = absl::Now() + absl::Milliseconds(200);
+  ASSERT_TRUE(f->Submit(r1, placed.Callback()).ok());
+  ASSERT_TRUE(f->Submit(r2, queued.Callback()).ok());
+  ASSERT_TRUE(WaitFor([&] { return placed.done() && queued.done(); }));
+  EXPECT_EQ(placed.final_event.error.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(queued.final_event.error.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(placed.tokens.size(), 1u);
+  EXPECT_TRUE(queued.tokens.empty());
+  ASSERT_TRUE(WaitFor([&] { return a->active() == 0; }));
+  EXPECT_EQ(a->started().size(), 1u);
+  ASSERT_TRUE(WaitFor([&] { return f->GetStatus().active == 0; }));
+  EXPECT_EQ(f->GetStatus().queued, 0u);
+}
+
 }  // namespace
 }  // namespace loom
