@@ -19,6 +19,7 @@
 #include "models/quant/quantize_pipeline.h"
 #include "models/quant/quantized_checkpoint.h"
 #include "models/quant/sha256.h"
+#include "models/weights/hf_exporter.h"
 #include "models/weights/json_file.h"
 #include "models/tokenizer/tokenizer.h"
 #include "models/weights/model_source.h"
@@ -261,6 +262,52 @@ TEST(PipelineTest, QuantizesAndRerunsFromTheCache) {
   auto short_text = QuantizeToCheckpoint(r, nullptr);
   ASSERT_FALSE(short_text.ok());
   EXPECT_NE(short_text.status().message().find("are needed"), std::string::npos) << short_text.status();
+}
+
+// A Hugging Face directory base: the same pipeline; the directory's digest is recorded and
+// checks out; q/k rows stay in the directory's (HF) order, gate/up rows in silu_mul's.
+TEST(PipelineTest, QuantizesAnHfDirectory) {
+  const std::string gguf = TinyModel("tiny_hf.gguf");
+  auto src = ModelSource::Open(gguf);
+  ASSERT_TRUE(src.ok());
+  const std::string hf = Temp("tiny_hf_dir");
+  ASSERT_TRUE(ExportHfDirectory(**src, hf, DType::kF32, 1).ok());
+  QuantizeRequest r;
+  r.model_path = hf;
+  r.calibration_text = Temp("calib_hf.txt");
+  std::string text;
+  std::mt19937 rng(4);
+  for (int i = 0; i < 300; ++i) text += std::string(1, 'a' + rng() % 26) + (i % 4 == 3 ? " " : "");
+  ASSERT_TRUE(WriteStringToFile(r.calibration_text, text).ok());
+  r.sequences = 2;
+  r.seq_len = 16;
+  r.options = TinyOptions(QuantScheme::kW8A8, false);
+  r.out_dir = Temp("hf_out");
+  auto rep = QuantizeToCheckpoint(r, nullptr);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  auto ck = QuantizedCheckpoint::Open(r.out_dir);
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  EXPECT_TRUE(ck->CheckBaseModelFile(hf, true).ok());
+  EXPECT_FALSE(ck->CheckBaseModelFile(gguf, false).ok());
+  auto hf_src = ModelSource::Open(hf);
+  ASSERT_TRUE(hf_src.ok());
+  EXPECT_TRUE(ck->CheckConfig((*hf_src)->config()).ok());
+  // attn_q: stored row r, column j ~ the directory's row r, column attn_norm.perm[j].
+  const WeightTensor* wq = *(*hf_src)->Tensor(BaseWeightName(0, QuantProjection::kQ));
+  ASSERT_EQ(wq->dtype, DType::kF32);
+  const float* base = reinterpret_cast<const float*>(wq->data);
+  const QuantizedLayerView& v = ck->layer(0);
+  const std::vector<float> dq = kernels::quant::DequantizeWeight(v.proj[0]);
+  const int k = v.k[0];
+  double err = 0, norm = 0;
+  for (int64_t row = 0; row < v.proj[0].rows; ++row) {
+    for (int j = 0; j < k; ++j) {
+      const double want = base[row * k + v.perm[0][j]];
+      err += (dq[row * k + j] - want) * (dq[row * k + j] - want);
+      norm += want * want;
+    }
+  }
+  EXPECT_LT(std::sqrt(err / norm), 0.02);
 }
 
 // The pipeline's refusals, each before any forward pass.
