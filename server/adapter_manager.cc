@@ -53,6 +53,13 @@ void AdapterManager::LoadAsync(const std::string& id, const std::string& source,
 void AdapterManager::EnsureKnownAsync(const std::string& id,
                                       std::function<void(absl::Status)> done) {
   absl::StatusOr<AdapterInfo> info = store_->Info(id);
+  if (info.ok() && info->state == AdapterState::kLoading) {
+    // Another request's on-demand load (queued earlier on the loader thread, so finished
+    // when this task runs) or an Admin load on its caller's thread: wait for its outcome
+    // instead of submitting a request the engine would refuse as "still loading".
+    loader_.Post([this, id, done = std::move(done)] { done(AwaitLoad(id)); });
+    return;
+  }
   if (info.ok() && info->state != AdapterState::kUnloading) return done(absl::OkStatus());
   if (info.ok() || !on_demand_) {
     return done(absl::NotFoundError(absl::StrFormat("adapter '%s' not found", id)));
@@ -72,6 +79,27 @@ void AdapterManager::EnsureKnownAsync(const std::string& id,
     absl::StatusOr<AdapterInfo> loaded = Load(id, path, /*pin=*/false);
     done(loaded.status());
   });
+}
+
+absl::Status AdapterManager::AwaitLoad(const std::string& id) {
+  const absl::Time until = absl::Now() + kLoadWait;
+  absl::StatusOr<AdapterInfo> info = store_->Info(id);
+  while (info.ok() && info->state == AdapterState::kLoading && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(5));
+    info = store_->Info(id);
+  }
+  if (!info.ok() || info->state == AdapterState::kUnloading) {
+    return absl::NotFoundError(absl::StrFormat("adapter '%s' not found", id));
+  }
+  if (info->state == AdapterState::kFailed) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("adapter '%s' failed to load: %s", id, info->error));
+  }
+  if (info->state == AdapterState::kLoading) {
+    return absl::UnavailableError(absl::StrFormat(
+        "adapter '%s' is still loading after %s", id, absl::FormatDuration(kLoadWait)));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int> AdapterManager::Unload(const std::string& id) {

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "models/lora/adapter_store.h"
 #include "server/adapter_roots.h"
 #include "server/loader_thread.h"
@@ -35,7 +36,8 @@ class AdapterManager {
                  std::function<void(absl::StatusOr<AdapterInfo>)> done);
 
   // Before a request naming `id` is submitted: `done(OK)` at once, on this thread, when
-  // the store has `id` (any state but UNLOADING: the engine reports those). Otherwise,
+  // the store has `id` READY or FAILED (the engine reports failures). While `id` is
+  // LOADING, `done` runs on the loader thread once that load has ended (OK when READY). Otherwise,
   // with on-demand loading on and <root>/<id> or <root>/<id>.gguf present, loads it on
   // the loader thread and calls `done` there with the load's status. Else NotFound.
   void EnsureKnownAsync(const std::string& id, std::function<void(absl::Status)> done);
@@ -49,6 +51,10 @@ class AdapterManager {
   void PublishStates();
 
  private:
+  // On the loader thread: waits (at most kLoadWait) while `id` is LOADING; OK once READY.
+  absl::Status AwaitLoad(const std::string& id);
+  static constexpr absl::Duration kLoadWait = absl::Seconds(60);
+
   AdapterStore* const store_;
   const AdapterRoots roots_;
   const bool on_demand_;
