@@ -6,7 +6,8 @@
 #
 #   bash models/eval/quant_ppl_table.sh [MAX_TOKENS=10000]
 # Environment: QDIR (default ~/.cache/loom/quant), T (text, default heldout.txt),
-#   OUT_DIR (default /tmp/quant_ppl), SKIP_LLAMACPP=1, SKIP_ADAPTER=1.
+#   OUT_DIR (default /tmp/quant_ppl), PROMPTS (loom_agree prompts, default 16),
+#   SKIP_F32=1, SKIP_LLAMACPP=1, SKIP_ADAPTER=1 (rows already measured).
 set -euo pipefail
 MAX_TOKENS="${1:-10000}"
 CACHE="${LOOM_CACHE:-$HOME/.cache/loom}"
@@ -39,7 +40,7 @@ run() {  # name, log, flags...
 
 echo "| model | ppl | mean NLL | command |"
 echo "| --- | --- | --- | --- |"
-run "Loom FP32 (dequantized Q4_1)" f32 --f32
+[[ -n "${SKIP_F32:-}" ]] || run "Loom FP32 (dequantized Q4_1)" f32 --f32
 for s in w8a8 w4a8 w4a4; do
   for g in "" -gptq; do
     [[ -d "$QDIR/$s$g" ]] || continue
@@ -70,7 +71,7 @@ if [[ -z "${SKIP_ADAPTER:-}" ]]; then
       [[ -d "$QDIR/$s$g" ]] || continue
       echo "loom_agree $s$g:"
       nice -n 5 "$BIN/models/eval/loom_agree" --text "$T" --quantized "$QDIR/$s$g" \
-        --adapter "$ADAPTER" --prompts 16 --prompt_len 64 --gen 32 --threads 2 \
+        --adapter "$ADAPTER" --prompts "${PROMPTS:-16}" --prompt_len 64 --gen 32 --threads 2 \
         | tee "$OUT_DIR/agree_$s$g.txt" | grep -E "vs FP32|direction"
     done
   done
