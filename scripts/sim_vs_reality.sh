@@ -6,8 +6,9 @@
 # 1. Calibration: one loomd pinned to core 0 (`taskset -c 0`, --threads=1, the same engine
 #    and kernels as a worker) is timed with loom_bench: decode steps at batch 1/4/16/32
 #    (median inter-token latency of B requests sent together = one step of batch B), and
-#    prefill steps of 32/128 tokens (TTFT of a request alone). Those rows are fitted by
-#    loom_sim (--hardware_json, FitStepLatency): base, per decode token, per prefill token.
+#    the prefill step of the workload's prompt (TTFT of a request alone). Those rows are
+#    fitted by loom_sim (--hardware_json, FitStepLatency): base, per decode token, per
+#    prefill token.
 # 2. Reality: 2 workers (`loomd --role=worker`, each `taskset -c 0` / `taskset -c 1`,
 #    --threads=1) behind `loomd --role=router --workers=... --placement=punica`; loom_bench
 #    sends N Poisson requests at a fixed rate (default: --load of the calibrated 2-worker
@@ -132,9 +133,12 @@ for shape in "1 16 48" "4 16 48" "16 16 48" "32 16 48" "16 64 48"; do
   rows+=("$(json_get "$f" "'{\"decode_tokens\": %d, \"step_ms\": %.4f}' % (
     $b, r['itl_ms']['p50'])")")
 done
-for p in 32 128; do
+# At the comparison workload's prompt length only: on this engine a prefill step is not
+# linear in its tokens (measured 152 ms for 32, 875 ms for 128 on one core), so a line
+# through two sizes would be wrong at both; calibrating at the operating point is exact there.
+for p in "$prompt_words"; do
   f="$out/calib_prefill_p${p}.json"
-  "$bench" --addr=127.0.0.1:56100 --rate=0.4 --requests=3 --prompt_len="$p" --max_tokens=1 \
+  "$bench" --addr=127.0.0.1:56100 --rate=0.4 --requests=5 --prompt_len="$p" --max_tokens=1 \
     --json >"$f"
   # A request alone: its TTFT is one prefill step over its prompt (plus the RPC).
   rows+=("$(json_get "$f" "'{\"prefill_tokens\": %d, \"step_ms\": %.4f}' % (
