@@ -14,6 +14,8 @@ packages=(
   libcpp-httplib-dev prometheus-cpp-dev
   prometheus                            # promtool lint + real scrape test
   python3-grpcio python3-protobuf        # Python client
+  python3-yaml                          # tests/deploy manifest checks
+  curl                                  # scripts/sim_vs_reality.sh
 )
 missing=()
 for p in "${packages[@]}"; do
