@@ -11,7 +11,8 @@ absl::StatusOr<std::unique_ptr<EngineHost>> EngineHost::Start(const ServerOption
   std::unique_ptr<EngineHost> h(new EngineHost());
   const absl::Time t0 = absl::Now();
   spdlog::info("event=model_loading path={} threads={}", o.model, o.threads);
-  absl::StatusOr<std::unique_ptr<ServingModel>> model = ServingModel::Load(o.model, o.threads);
+  absl::StatusOr<std::unique_ptr<ServingModel>> model =
+      ServingModel::Load(o.model, o.threads, o.quantized, o.quant_scheme);
   if (!model.ok()) return model.status();
   h->model_ = *std::move(model);
   spdlog::info("event=model_loaded name={} seconds={:.2f} context={}", h->model_->name,
@@ -19,7 +20,13 @@ absl::StatusOr<std::unique_ptr<EngineHost>> EngineHost::Start(const ServerOption
                h->model_->model->config().max_context);
   AdapterStore::Options store_options;
   store_options.budget_bytes = o.adapter_bytes;
-  h->store_ = std::make_unique<AdapterStore>(h->model_->model->config(), store_options);
+  const ServingModel* serving = h->model_.get();
+  const int max_rank = store_options.max_rank;
+  h->store_ = std::make_unique<AdapterStore>(
+      h->model_->model->config(), store_options,
+      [serving, max_rank](const std::string& source) {
+        return serving->LoadAdapterFor(source, max_rank);
+      });
   absl::StatusOr<AdapterRoots> roots = AdapterRoots::Create(o.adapter_roots);
   if (!roots.ok()) return roots.status();
   h->adapters_ = std::make_unique<AdapterManager>(h->store_.get(), *std::move(roots),

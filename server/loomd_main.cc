@@ -43,6 +43,10 @@
 ABSL_FLAG(std::string, config, "", "JSON config file; its keys are these flags' names");
 ABSL_FLAG(std::string, role, "single", "single, worker (engine for a router) or router");
 ABSL_FLAG(std::string, model, "", "base model: GGUF file or HF directory (default: SmolLM2)");
+ABSL_FLAG(std::string, quantized, "",
+          "loom-atom quantized checkpoint directory (loom_quantize) overlaid on --model");
+ABSL_FLAG(std::string, quant_scheme, "",
+          "activation precision override for --quantized: w4a4 or w4a8 (\"\" = the checkpoint's)");
 ABSL_FLAG(std::string, adapter_roots, "", "comma-separated directories adapters load from");
 ABSL_FLAG(std::string, preload, "", "adapters loaded at start: id=path,id=path,...");
 ABSL_FLAG(std::string, host, "127.0.0.1", "inference (worker: Worker service) listen address");

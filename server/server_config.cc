@@ -82,6 +82,8 @@ absl::Status SetPreload(const std::string& v, ServerOptions* o) {
 const std::map<std::string, Setter>& Setters() {
   static const auto* m = new std::map<std::string, Setter>{
       {"model", Str(&ServerOptions::model)},
+      {"quantized", Str(&ServerOptions::quantized)},
+      {"quant_scheme", Str(&ServerOptions::quant_scheme)},
       {"adapter_roots",
        [](const std::string& v, ServerOptions* o) {
          o->adapter_roots = SplitList(v);
@@ -260,6 +262,16 @@ absl::Status ServerOptions::Validate() const {
   if (port != 0 && port == admin_port && host == admin_host) {
     return absl::InvalidArgumentError(
         absl::StrFormat("port and admin_port are both %d on %s", port, host));
+  }
+  if (!quant_scheme.empty()) {
+    if (quantized.empty()) {
+      return absl::InvalidArgumentError("quant_scheme requires quantized (a checkpoint)");
+    }
+    if (quant_scheme != "w4a4" && quant_scheme != "w4a8") {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "quant_scheme = '%s': must be w4a4 or w4a8 (weight bits come from the checkpoint)",
+          quant_scheme));
+    }
   }
   for (const PreloadAdapter& p : preload) {
     if (p.id.empty() || p.source.empty()) {

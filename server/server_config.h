@@ -37,6 +37,10 @@ const char* ServerRoleName(ServerRole role);
 struct ServerOptions {
   ServerRole role = ServerRole::kSingle;
   std::string model;                      // "" = DefaultModelPath()
+  // loom-atom checkpoint (models/quant) overlaid on `model`: its linears run as Atom
+  // quantized linears. "" = the model's stored weights.
+  std::string quantized;
+  std::string quant_scheme;               // "" = the checkpoint's; w4a4 <-> w4a8 override
   std::vector<std::string> adapter_roots;
   std::vector<PreloadAdapter> preload;    // loaded (and pinned) at start
   std::string host = "127.0.0.1";

@@ -137,3 +137,23 @@ TEST(ServerConfigTest, TlsFilesComeInPairs) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+TEST(ServerConfigTest, QuantSchemeNeedsACheckpointAndAnActivationOverride) {
+  ServerOptions o;
+  ASSERT_TRUE(ApplySetting("quant_scheme", "w4a8", &o).ok());
+  absl::Status s = o.Validate();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("requires quantized"), std::string::npos) << s;
+  ASSERT_TRUE(ApplySetting("quantized", "/ckpt", &o).ok());
+  EXPECT_TRUE(o.Validate().ok());
+  EXPECT_EQ(o.quantized, "/ckpt");
+  ASSERT_TRUE(ApplySetting("quant_scheme", "w8a8", &o).ok());
+  s = o.Validate();
+  EXPECT_NE(s.message().find("weight bits come from the checkpoint"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace loom

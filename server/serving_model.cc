@@ -3,6 +3,11 @@
 #include <filesystem>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/quant/cpu_atom_kernels.h"
+#include "models/llama/quantized_loader.h"
+#include "models/lora/adapter_loader.h"
+#include "models/lora/adapter_permutation.h"
+#include "spdlog/spdlog.h"
 #include "kernels/cpu/sgmv/cpu_lora_ops.h"
 #include "models/weights/model_source.h"
 
@@ -31,8 +36,9 @@ std::string ModelId(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ServingModel>> ServingModel::Load(const std::string& path,
-                                                                 int threads) {
+absl::StatusOr<std::unique_ptr<ServingModel>> ServingModel::Load(
+    const std::string& path, int threads, const std::string& quantized,
+    const std::string& quant_scheme) {
   auto m = std::make_unique<ServingModel>();
   absl::StatusOr<std::unique_ptr<ModelSource>> source = ModelSource::Open(path);
   if (!source.ok()) return source.status();
@@ -46,11 +52,37 @@ absl::StatusOr<std::unique_ptr<ServingModel>> ServingModel::Load(const std::stri
   m->pool = std::make_unique<kernels::ThreadPool>(threads);
   m->backend = kernels::CreateCpuBackendOnPool(m->pool.get());
   m->lora_ops = kernels::CreateCpuLoraOps(m->pool.get());
-  absl::StatusOr<std::unique_ptr<LlamaModel>> model =
-      LlamaModel::Create(*std::move(source), m->backend.get(), m->lora_ops.get());
+  if (quantized.empty()) {
+    absl::StatusOr<std::unique_ptr<LlamaModel>> model =
+        LlamaModel::Create(*std::move(source), m->backend.get(), m->lora_ops.get());
+    if (!model.ok()) return model.status();
+    m->model = *std::move(model);
+    return m;
+  }
+  absl::StatusOr<QuantizedWeights> q = LoadQuantizedWeights(quantized, **source);
+  if (!q.ok()) return q.status();
+  if (!quant_scheme.empty()) {
+    absl::StatusOr<kernels::quant::QuantScheme> scheme =
+        kernels::quant::ParseQuantScheme(quant_scheme);
+    if (!scheme.ok()) return scheme.status();
+    if (absl::Status s = OverrideScheme(*scheme, &*q); !s.ok()) return s;
+  }
+  m->atom = kernels::quant::CreateCpuAtomKernels(m->pool.get());
+  absl::StatusOr<std::unique_ptr<LlamaModel>> model = LlamaModel::CreateQuantized(
+      *std::move(source), *std::move(q), m->backend.get(), m->atom.get(), m->lora_ops.get());
   if (!model.ok()) return model.status();
   m->model = *std::move(model);
+  spdlog::info("event=quantized_model checkpoint={} scheme={} kernels={}", quantized,
+               kernels::quant::QuantSchemeName(m->model->scheme()), m->atom->name());
   return m;
+}
+
+absl::StatusOr<std::unique_ptr<LoraAdapter>> ServingModel::LoadAdapterFor(
+    const std::string& source, int max_rank) const {
+  absl::StatusOr<std::unique_ptr<LoraAdapter>> adapter =
+      LoadAdapter(source, model->config(), AdapterLimits{max_rank});
+  if (!adapter.ok()) return adapter.status();
+  return BindAdapterToQuantized(*std::move(adapter), model->quantized());
 }
 
 }  // namespace loom

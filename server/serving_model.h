@@ -12,6 +12,8 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/lora_ops.h"
+#include "kernels/quant/atom_format.h"
+#include "models/lora/lora_adapter.h"
 #include "models/llama/llama_model.h"
 #include "models/tokenizer/chat_template.h"
 #include "models/tokenizer/tokenizer.h"
@@ -21,15 +23,25 @@ namespace loom {
 
 struct ServingModel {
   // `path`: GGUF file or HF directory. `threads`: kernel threads (0 = all hardware
-  // threads). Errors of ModelSource::Open / Tokenizer::Create / LlamaModel::Create.
-  static absl::StatusOr<std::unique_ptr<ServingModel>> Load(const std::string& path,
-                                                            int threads);
+  // threads). `quantized`: a loom-atom checkpoint directory overlaid on `path` ("" =
+  // none), run with `quant_scheme` ("" = the checkpoint's scheme). Errors of
+  // ModelSource::Open / Tokenizer::Create / LoadQuantizedWeights (FailedPrecondition for a
+  // checkpoint of another model) / LlamaModel::Create(Quantized).
+  static absl::StatusOr<std::unique_ptr<ServingModel>> Load(
+      const std::string& path, int threads, const std::string& quantized = "",
+      const std::string& quant_scheme = "");
+
+  // An adapter loaded from `source` and bound to this model (for a quantized model, its
+  // copy permuted to the checkpoint's channel orders). The AdapterStore's loader.
+  absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadAdapterFor(const std::string& source,
+                                                              int max_rank) const;
 
   std::string name;  // the base model's id (config name, else the file's stem)
   // One pool shared by the dense and LoRA kernels (declared first: destroyed last).
   std::unique_ptr<kernels::ThreadPool> pool;
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<kernels::LoraOps> lora_ops;
+  std::unique_ptr<kernels::quant::AtomKernels> atom;  // set for a quantized model
   Vocabulary vocab;
   std::unique_ptr<Tokenizer> tokenizer;
   std::optional<ChatTemplate> chat;  // absent when the vocabulary has no ChatML markers
