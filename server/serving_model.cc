@@ -12,11 +12,7 @@
 #include "models/weights/model_source.h"
 
 namespace loom {
-namespace {
 
-// "SmolLM2-135M-Instruct" for ".../SmolLM2-135M-Instruct.Q4_1.gguf" or an HF directory
-// ".../SmolLM2-135M-Instruct/": the file or directory name without ".gguf" and without a
-// trailing quantisation suffix (".Q4_1", ".F16", ".BF16", ".IQ4_XS", ...).
 std::string ModelId(const std::string& path) {
   std::filesystem::path p(path);
   if (!p.has_filename()) p = p.parent_path();
@@ -33,8 +29,6 @@ std::string ModelId(const std::string& path) {
   }
   return name.empty() ? std::string("model") : name;
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ServingModel>> ServingModel::Load(
     const std::string& path, int threads, const std::string& quantized,

@@ -21,6 +21,12 @@
 
 namespace loom {
 
+// The id a model file is served under: "SmolLM2-135M-Instruct" for
+// ".../SmolLM2-135M-Instruct.Q4_1.gguf" or an HF directory ".../SmolLM2-135M-Instruct/"
+// (the name without ".gguf" and without a trailing quantisation suffix such as ".Q4_1",
+// ".F16", ".BF16", ".IQ4_XS"); "model" if nothing is left.
+std::string ModelId(const std::string& path);
+
 struct ServingModel {
   // `path`: GGUF file or HF directory. `threads`: kernel threads (0 = all hardware
   // threads). `quantized`: a loom-atom checkpoint directory overlaid on `path` ("" =
