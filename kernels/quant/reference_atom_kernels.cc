@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/reference_kernels.h"
 #include "kernels/quant/weight_packing.h"
 
 namespace loom::kernels::quant {
@@ -59,17 +60,13 @@ void QuantizeActivationRow(const float* xp, const QuantSpec& spec, int8_t* q, fl
   }
 }
 
+// The ReferenceBackend's own row kernels, so the fused ops match it bitwise by
+// construction.
 void ReferenceRmsNormRow(const float* x, const float* gamma, int dim, float eps, float* h) {
-  double ss = 0.0;
-  for (int i = 0; i < dim; ++i) ss += static_cast<double>(x[i]) * x[i];
-  const double scale = 1.0 / std::sqrt(ss / dim + eps);
-  for (int i = 0; i < dim; ++i) h[i] = static_cast<float>(x[i] * scale * gamma[i]);
+  ref::RmsNormRow(x, gamma, dim, eps, h);
 }
 
-float ReferenceSiluMul(float g, float u) {
-  const double gd = g;
-  return static_cast<float>(gd / (1.0 + std::exp(-gd)) * u);
-}
+float ReferenceSiluMul(float g, float u) { return ref::SiluMul(g, u); }
 
 namespace {
 
