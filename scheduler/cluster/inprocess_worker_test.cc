@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "scheduler/cluster/worker_test_support.h"
 
@@ -246,7 +247,15 @@ TEST_F(InProcessWorkerTest, OnDemandAdapterLoadsThenMatchesEngine) {
 
 TEST_F(InProcessWorkerTest, LoadReportsEngineStateAndCloseDrains) {
   InProcessWorker worker(world_->engine.get(), Options());
+  // The engine is shared with the earlier tests: its stats may still show their last
+  // (finished or cancelled) request for a step. Wait, bounded, until it reads idle.
   absl::StatusOr<WorkerLoad> before = worker.Load();
+  for (int i = 0; i < 200 && before.ok() && (before->running > 0 || before->queued > 0 ||
+                                             before->kv_pages_free != before->kv_pages_total);
+       ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+    before = worker.Load();
+  }
   ASSERT_TRUE(before.ok());
   const EngineStats st = world_->engine->GetStats();
   EXPECT_EQ(before->kv_pages_total, st.kv_pages_total);
@@ -255,7 +264,13 @@ TEST_F(InProcessWorkerTest, LoadReportsEngineStateAndCloseDrains) {
   EXPECT_EQ(before->queued, 0);
   EXPECT_EQ(before->max_batch_size, world_->engine_options.max_running);
   RunToEnd(&worker, Request("Hello there", 3));
+  // The step that emits the last token is counted after its callback ran: wait (bounded)
+  // for the engine's stats to catch up rather than race them.
   absl::StatusOr<WorkerLoad> after = worker.Load();
+  for (int i = 0; i < 200 && after.ok() && after->steps < before->steps + 3; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+    after = worker.Load();
+  }
   ASSERT_TRUE(after.ok());
   EXPECT_GE(after->steps, before->steps + 3);  // prefill + decode steps
   EXPECT_FALSE(after->draining);
