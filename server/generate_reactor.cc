@@ -9,21 +9,15 @@
 #include "server/request_conversion.h"
 #include "server/status_mapping.h"
 #include "spdlog/spdlog.h"
+#include "server/stream_writer.h"
 
 namespace loom {
 
 struct GenerateReactor::State {
   absl::Mutex mu;
-  GenerateReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;  // valid until finished
-  std::deque<v1::GenerateResponse> queue ABSL_GUARDED_BY(mu);
-  v1::GenerateResponse in_flight ABSL_GUARDED_BY(mu);  // the message being written
-  bool writing ABSL_GUARDED_BY(mu) = false;
-  bool write_failed ABSL_GUARDED_BY(mu) = false;
-  bool final_seen ABSL_GUARDED_BY(mu) = false;
-  bool finished ABSL_GUARDED_BY(mu) = false;  // Finish called
+  StreamWriter<v1::GenerateResponse> writer ABSL_GUARDED_BY(mu);
   bool cancelled ABSL_GUARDED_BY(mu) = false;
   std::optional<uint64_t> engine_id ABSL_GUARDED_BY(mu);
-  grpc::Status status ABSL_GUARDED_BY(mu);
   bool logprobs = false;
   int top = 0;
   std::string adapter_id;
@@ -32,25 +26,15 @@ struct GenerateReactor::State {
 
   // Ends the call with `s` once the queued messages are written.
   void End(grpc::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (final_seen) return;
-    final_seen = true;
-    status = std::move(s);
+    if (!writer.SetFinal(std::move(s))) return;
     Pump();
   }
 
   // Starts the next write, or finishes when everything is written.
   void Pump() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (writing || finished || reactor == nullptr) return;
-    if (write_failed) queue.clear();
-    if (!queue.empty()) {
-      in_flight = std::move(queue.front());
-      queue.pop_front();
-      writing = true;
-      reactor->StartWrite(&in_flight);
-      return;
-    }
-    if (!final_seen) return;
-    finished = true;
+    grpc::ServerWriteReactor<v1::GenerateResponse>* r = writer.Pump();
+    if (r == nullptr) return;
+    const grpc::Status& status = writer.status();
     if (metrics != nullptr) {
       metrics->RecordRequest(adapter_id, static_cast<absl::StatusCode>(status.error_code()));
     }
@@ -58,19 +42,17 @@ struct GenerateReactor::State {
       spdlog::debug("event=generate_end adapter={} code={} error=\"{}\"", adapter_id,
                     static_cast<int>(status.error_code()), status.error_message());
     }
-    GenerateReactor* r = reactor;
-    reactor = nullptr;
     r->Finish(status);
   }
 
   void OnEvent(const StreamEvent& e) {
     absl::MutexLock l(&mu);
-    if (final_seen) return;
+    if (writer.final_seen()) return;
     const bool has_payload = !e.text.empty() || !e.token_ids.empty();
     if (!e.finished || e.error.ok()) {
-      if (has_payload || e.finished) queue.push_back(ToResponse(e, logprobs, top));
+      if (has_payload || e.finished) writer.Push(ToResponse(e, logprobs, top));
     } else if (has_payload) {
-      queue.push_back(ToResponse(e, logprobs, top));
+      writer.Push(ToResponse(e, logprobs, top));
     }
     if (e.finished) {
       End(ToGrpcStatus(e.error));
@@ -90,7 +72,7 @@ GenerateReactor::GenerateReactor(Deps deps, grpc::CallbackServerContext* ctx,
   state_->top = request->top_logprobs();
   {
     absl::MutexLock l(&state_->mu);
-    state_->reactor = this;
+    state_->writer.Attach(this);
   }
   Start();
 }
@@ -146,15 +128,13 @@ void GenerateReactor::Submit(EngineRequest request) {
   }
   state->engine_id = *id;
   // Cancelled between the check above and Submit: the engine ends it at its next step.
-  if (state->cancelled && !state->final_seen) engine->Cancel(*id);
+  if (state->cancelled && !state->writer.final_seen()) engine->Cancel(*id);
 }
 
 void GenerateReactor::OnWriteDone(bool ok) {
   absl::MutexLock l(&state_->mu);
-  state_->writing = false;
-  if (!ok && !state_->write_failed) {
-    state_->write_failed = true;
-    if (state_->engine_id && !state_->final_seen) deps_.engine->Cancel(*state_->engine_id);
+  if (state_->writer.WriteDone(ok) && state_->engine_id && !state_->writer.final_seen()) {
+    deps_.engine->Cancel(*state_->engine_id);
   }
   state_->Pump();
 }
@@ -162,7 +142,7 @@ void GenerateReactor::OnWriteDone(bool ok) {
 void GenerateReactor::OnCancel() {
   absl::MutexLock l(&state_->mu);
   state_->cancelled = true;
-  if (state_->engine_id && !state_->final_seen) deps_.engine->Cancel(*state_->engine_id);
+  if (state_->engine_id && !state_->writer.final_seen()) deps_.engine->Cancel(*state_->engine_id);
 }
 
 void GenerateReactor::OnDone() { delete this; }

@@ -8,21 +8,15 @@
 #include "absl/time/clock.h"
 #include "server/request_conversion.h"
 #include "server/status_mapping.h"
+#include "server/stream_writer.h"
 
 namespace loom {
 
 struct RouterGenerateReactor::State {
   absl::Mutex mu;
-  RouterGenerateReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;  // valid until finished
-  std::deque<v1::GenerateResponse> queue ABSL_GUARDED_BY(mu);
-  v1::GenerateResponse in_flight ABSL_GUARDED_BY(mu);
-  bool writing ABSL_GUARDED_BY(mu) = false;
-  bool write_failed ABSL_GUARDED_BY(mu) = false;
-  bool final_seen ABSL_GUARDED_BY(mu) = false;
-  bool finished ABSL_GUARDED_BY(mu) = false;
+  StreamWriter<v1::GenerateResponse> writer ABSL_GUARDED_BY(mu);
   bool cancelled ABSL_GUARDED_BY(mu) = false;
   std::optional<uint64_t> id ABSL_GUARDED_BY(mu);
-  grpc::Status status ABSL_GUARDED_BY(mu);
   bool logprobs = false;
   int top = 0;
   std::string adapter_id;
@@ -30,38 +24,26 @@ struct RouterGenerateReactor::State {
   ClusterFrontend* frontend = nullptr;
 
   void End(grpc::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (final_seen) return;
-    final_seen = true;
-    status = std::move(s);
+    if (!writer.SetFinal(std::move(s))) return;
     Pump();
   }
 
   void Pump() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (writing || finished || reactor == nullptr) return;
-    if (write_failed) queue.clear();
-    if (!queue.empty()) {
-      in_flight = std::move(queue.front());
-      queue.pop_front();
-      writing = true;
-      reactor->StartWrite(&in_flight);
-      return;
-    }
-    if (!final_seen) return;
-    finished = true;
+    grpc::ServerWriteReactor<v1::GenerateResponse>* r = writer.Pump();
+    if (r == nullptr) return;
+    const grpc::Status& status = writer.status();
     if (metrics != nullptr) {
       metrics->RecordRequest(adapter_id, static_cast<absl::StatusCode>(status.error_code()));
     }
-    RouterGenerateReactor* r = reactor;
-    reactor = nullptr;
     r->Finish(status);
   }
 
   void OnEvent(const StreamEvent& e) {
     absl::MutexLock l(&mu);
-    if (final_seen) return;
+    if (writer.final_seen()) return;
     const bool has_payload = !e.text.empty() || !e.token_ids.empty();
     if (has_payload || (e.finished && e.error.ok())) {
-      queue.push_back(ToResponse(e, logprobs, top));
+      writer.Push(ToResponse(e, logprobs, top));
     }
     if (e.finished) {
       End(ToGrpcStatus(e.error));
@@ -82,7 +64,7 @@ RouterGenerateReactor::RouterGenerateReactor(Deps deps, grpc::CallbackServerCont
   std::shared_ptr<State> state = state_;
   {
     absl::MutexLock l(&state->mu);
-    state->reactor = this;
+    state->writer.Attach(this);
   }
   if (!deps_.serving->load(std::memory_order_acquire)) {
     absl::MutexLock l(&state->mu);
@@ -110,15 +92,13 @@ RouterGenerateReactor::RouterGenerateReactor(Deps deps, grpc::CallbackServerCont
     return;
   }
   state->id = *id;
-  if (state->cancelled && !state->final_seen) frontend->Cancel(*id);
+  if (state->cancelled && !state->writer.final_seen()) frontend->Cancel(*id);
 }
 
 void RouterGenerateReactor::OnWriteDone(bool ok) {
   absl::MutexLock l(&state_->mu);
-  state_->writing = false;
-  if (!ok && !state_->write_failed) {
-    state_->write_failed = true;
-    if (state_->id && !state_->final_seen) deps_.frontend->Cancel(*state_->id);
+  if (state_->writer.WriteDone(ok) && state_->id && !state_->writer.final_seen()) {
+    deps_.frontend->Cancel(*state_->id);
   }
   state_->Pump();
 }
@@ -126,7 +106,7 @@ void RouterGenerateReactor::OnWriteDone(bool ok) {
 void RouterGenerateReactor::OnCancel() {
   absl::MutexLock l(&state_->mu);
   state_->cancelled = true;
-  if (state_->id && !state_->final_seen) deps_.frontend->Cancel(*state_->id);
+  if (state_->id && !state_->writer.final_seen()) deps_.frontend->Cancel(*state_->id);
 }
 
 void RouterGenerateReactor::OnDone() { delete this; }

@@ -11,6 +11,7 @@
 #include "scheduler/cluster/worker_proto.h"
 #include "server/status_mapping.h"
 #include "spdlog/spdlog.h"
+#include "server/stream_writer.h"
 
 namespace loom {
 namespace {
@@ -27,17 +28,15 @@ class WorkerGenerateReactor final : public grpc::ServerWriteReactor<pb::WorkerGe
     state_->adapter_id = request->adapter_id();
     {
       absl::MutexLock l(&state_->mu);
-      state_->reactor = this;
+      state_->writer.Attach(this);
     }
     Start(serving, ctx, request);
   }
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock l(&state_->mu);
-    state_->writing = false;
-    if (!ok && !state_->write_failed) {
-      state_->write_failed = true;
-      if (state_->handle && !state_->final_seen) worker_->Cancel(*state_->handle);
+    if (state_->writer.WriteDone(ok) && state_->handle && !state_->writer.final_seen()) {
+      worker_->Cancel(*state_->handle);
     }
     state_->Pump();
   }
@@ -45,7 +44,7 @@ class WorkerGenerateReactor final : public grpc::ServerWriteReactor<pb::WorkerGe
   void OnCancel() override {
     absl::MutexLock l(&state_->mu);
     state_->cancelled = true;
-    if (state_->handle && !state_->final_seen) worker_->Cancel(*state_->handle);
+    if (state_->handle && !state_->writer.final_seen()) worker_->Cancel(*state_->handle);
   }
 
   void OnDone() override { delete this; }
@@ -53,40 +52,23 @@ class WorkerGenerateReactor final : public grpc::ServerWriteReactor<pb::WorkerGe
  private:
   struct State {
     absl::Mutex mu;
-    WorkerGenerateReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;  // until Finish
-    std::deque<pb::WorkerGenerateResponse> queue ABSL_GUARDED_BY(mu);
-    pb::WorkerGenerateResponse in_flight ABSL_GUARDED_BY(mu);
-    bool writing ABSL_GUARDED_BY(mu) = false;
-    bool write_failed ABSL_GUARDED_BY(mu) = false;
-    bool final_seen ABSL_GUARDED_BY(mu) = false;
-    bool finished ABSL_GUARDED_BY(mu) = false;
+    StreamWriter<pb::WorkerGenerateResponse> writer ABSL_GUARDED_BY(mu);
     bool cancelled ABSL_GUARDED_BY(mu) = false;
     std::optional<uint64_t> handle ABSL_GUARDED_BY(mu);
-    grpc::Status status ABSL_GUARDED_BY(mu);
     ServerMetrics* metrics = nullptr;
     std::string adapter_id;
 
     // Ends the call with `s` once the queued messages are written.
     void End(grpc::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-      if (final_seen) return;
-      final_seen = true;
-      status = std::move(s);
+      if (!writer.SetFinal(std::move(s))) return;
       Pump();
     }
 
     // Starts the next write, or finishes once everything is written.
     void Pump() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-      if (writing || finished || reactor == nullptr) return;
-      if (write_failed) queue.clear();
-      if (!queue.empty()) {
-        in_flight = std::move(queue.front());
-        queue.pop_front();
-        writing = true;
-        reactor->StartWrite(&in_flight);
-        return;
-      }
-      if (!final_seen) return;
-      finished = true;
+      grpc::ServerWriteReactor<pb::WorkerGenerateResponse>* r = writer.Pump();
+      if (r == nullptr) return;
+      const grpc::Status& status = writer.status();
       if (metrics != nullptr) {
         metrics->RecordRequest(adapter_id, static_cast<absl::StatusCode>(status.error_code()));
       }
@@ -94,25 +76,23 @@ class WorkerGenerateReactor final : public grpc::ServerWriteReactor<pb::WorkerGe
         spdlog::debug("event=worker_generate_end adapter={} code={} error=\"{}\"", adapter_id,
                       static_cast<int>(status.error_code()), status.error_message());
       }
-      WorkerGenerateReactor* r = reactor;
-      reactor = nullptr;
       r->Finish(status);
     }
 
     void OnEvent(const WorkerEvent& e) {
       absl::MutexLock l(&mu);
-      if (final_seen) return;
+      if (writer.final_seen()) return;
       if (e.finished && !e.error.ok()) {
         if (!e.token_ids.empty()) {
           WorkerEvent tokens = e;
           tokens.finished = false;
           tokens.end_of_generation = false;
-          queue.push_back(ToProto(tokens));
+          writer.Push(ToProto(tokens));
         }
         End(ToGrpcStatus(e.error));
         return;
       }
-      if (!e.token_ids.empty() || e.finished) queue.push_back(ToProto(e));
+      if (!e.token_ids.empty() || e.finished) writer.Push(ToProto(e));
       if (e.finished) {
         End(grpc::Status::OK);
       } else {
@@ -146,7 +126,9 @@ class WorkerGenerateReactor final : public grpc::ServerWriteReactor<pb::WorkerGe
     }
     state->handle = *handle;
     // Cancelled while starting: the worker ends it with kCancelled.
-    if ((state->cancelled || state->write_failed) && !state->final_seen) worker->Cancel(*handle);
+    if ((state->cancelled || state->writer.write_failed()) && !state->writer.final_seen()) {
+      worker->Cancel(*handle);
+    }
   }
 
   Worker* const worker_;
