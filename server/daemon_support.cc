@@ -95,4 +95,18 @@ int WaitForTerminationSignal() {
   return sig;
 }
 
+absl::Status StartMetricsEndpoint(const ServerOptions& o, ServerMetrics* metrics,
+                                  HttpEndpoint* http) {
+  if (o.metrics_port <= 0) return absl::OkStatus();
+  if (absl::Status s = http->Start(o.metrics_host, o.metrics_port, metrics); !s.ok()) return s;
+  spdlog::info("event=listening service=http address={}",
+               ListenAddress(o.metrics_host, http->port()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BearerAuth> AdminAuthFor(const ServerOptions& o) {
+  if (o.admin_token_file.empty()) return BearerAuth();
+  return BearerAuth::FromFile(o.admin_token_file);
+}
+
 }  // namespace loom

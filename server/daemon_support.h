@@ -10,6 +10,9 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "scheduler/engine/engine.h"
+#include "server/bearer_auth.h"
+#include "server/metrics/http_endpoint.h"
+#include "server/metrics/server_metrics.h"
 #include "server/server_config.h"
 
 namespace loom {
@@ -34,6 +37,15 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     grpc::Service* service, const char* service_name);
 
 // The engine settings of `options`.
+// Starts `http` (/metrics and /healthz of `metrics`) on metrics_host:metrics_port and logs
+// its address; nothing when metrics_port is 0. Errors of HttpEndpoint::Start.
+absl::Status StartMetricsEndpoint(const ServerOptions& options, ServerMetrics* metrics,
+                                  HttpEndpoint* http);
+
+// The admin listener's bearer token from admin_token_file; an empty BearerAuth (no token
+// required) when none is configured. Errors of BearerAuth::FromFile.
+absl::StatusOr<BearerAuth> AdminAuthFor(const ServerOptions& options);
+
 EngineOptions ToEngineOptions(const ServerOptions& options);
 
 // Blocks until SIGTERM or SIGINT (which main() must have blocked in every thread) and

@@ -78,13 +78,7 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
   if (!items.ok()) return items.status();
   ServerMetrics metrics;
   HttpEndpoint http;
-  if (o.metrics_port > 0) {
-    if (absl::Status s = http.Start(o.metrics_host, o.metrics_port, &metrics); !s.ok()) {
-      return s;
-    }
-    spdlog::info("event=listening service=http address={}",
-                 ListenAddress(o.metrics_host, http.port()));
-  }
+  if (absl::Status s = StartMetricsEndpoint(o, &metrics, &http); !s.ok()) return s;
   absl::StatusOr<RouterModel> model = LoadRouterModel(o.model, o.max_context);
   if (!model.ok()) return model.status();
   spdlog::info("event=tokenizer_loaded name={} context={}", model->serving->name,
@@ -114,12 +108,9 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
     }
   });
 
-  BearerAuth auth;
-  if (!o.admin_token_file.empty()) {
-    absl::StatusOr<BearerAuth> a = BearerAuth::FromFile(o.admin_token_file);
-    if (!a.ok()) return a.status();
-    auth = *std::move(a);
-  }
+  absl::StatusOr<BearerAuth> admin_auth = AdminAuthFor(o);
+  if (!admin_auth.ok()) return admin_auth.status();
+  BearerAuth auth = *std::move(admin_auth);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentialsFor(o);
   std::atomic<bool> serving{false};
   RouterInferenceService inference(model->serving.get(), model->max_context, fe, &metrics,

@@ -21,22 +21,13 @@ namespace loom {
 absl::Status RunWorkerRole(const ServerOptions& o) {
   ServerMetrics metrics;
   HttpEndpoint http;
-  if (o.metrics_port > 0) {
-    if (absl::Status s = http.Start(o.metrics_host, o.metrics_port, &metrics); !s.ok()) {
-      return s;
-    }
-    spdlog::info("event=listening service=http address={}",
-                 ListenAddress(o.metrics_host, http.port()));
-  }
+  if (absl::Status s = StartMetricsEndpoint(o, &metrics, &http); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<EngineHost>> host = EngineHost::Start(o, &metrics);
   if (!host.ok()) return host.status();
   Engine* engine = (*host)->engine();
-  BearerAuth auth;
-  if (!o.admin_token_file.empty()) {
-    absl::StatusOr<BearerAuth> a = BearerAuth::FromFile(o.admin_token_file);
-    if (!a.ok()) return a.status();
-    auth = *std::move(a);
-  }
+  absl::StatusOr<BearerAuth> admin_auth = AdminAuthFor(o);
+  if (!admin_auth.ok()) return admin_auth.status();
+  BearerAuth auth = *std::move(admin_auth);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentialsFor(o);
   if (!creds.ok()) return creds.status();
 
