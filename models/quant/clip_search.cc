@@ -1,10 +1,17 @@
 #include "models/quant/clip_search.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/quant/weight_packing.h"
 
 namespace loom::quant {
+
+WeightGrid GridFor(int bits, bool full_range) {
+  const int qmax = kernels::quant::QMax(bits);
+  return {full_range && bits == 4 ? -qmax - 1 : -qmax, qmax};
+}
 
 std::vector<float> ClipRatios(const ClipSearchMeta& c) {
   if (!c.enabled || c.steps <= 1) return {1.0f};
@@ -24,20 +31,37 @@ double WeightedGroupError(const float* w, const double* e, int n, const int8_t* 
   return err;
 }
 
+float QuantizeWithClip(const float* w, int n, float clip, int divisor, WeightGrid grid,
+                       int8_t* q) {
+  const float fd = static_cast<float>(divisor);
+  const float inv = clip > 0.0f ? fd / clip : 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float v = std::nearbyint(w[i] * inv);
+    q[i] = static_cast<int8_t>(std::clamp(static_cast<int>(v), grid.qmin, grid.qmax));
+  }
+  return clip / fd;
+}
+
 float QuantizeGroupClipSearch(const float* w, const double* e, int n, int bits,
-                              const std::vector<float>& ratios, int8_t* q) {
+                              const std::vector<float>& ratios, int8_t* q, bool full_range) {
   const float absmax = kernels::quant::AbsMax(w, n);
+  const WeightGrid grid = GridFor(bits, full_range);
+  const bool extra = grid.qmin < -grid.qmax;
   std::vector<int8_t> trial(n);
   float best_scale = 0;
   double best_err = 0;
+  bool first = true;
   for (size_t i = 0; i < ratios.size(); ++i) {
-    const float s =
-        kernels::quant::QuantizeSymmetricRow(w, n, absmax * ratios[i], bits, trial.data());
-    const double err = WeightedGroupError(w, e, n, trial.data(), s);
-    if (i == 0 || err < best_err) {
-      best_err = err;
-      best_scale = s;
-      std::memcpy(q, trial.data(), n);
+    for (int divisor : {grid.qmax, -grid.qmin}) {
+      if (divisor != grid.qmax && !extra) continue;
+      const float s = QuantizeWithClip(w, n, absmax * ratios[i], divisor, grid, trial.data());
+      const double err = WeightedGroupError(w, e, n, trial.data(), s);
+      if (first || err < best_err) {
+        first = false;
+        best_err = err;
+        best_scale = s;
+        std::memcpy(q, trial.data(), n);
+      }
     }
   }
   return best_scale;

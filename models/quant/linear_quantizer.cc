@@ -19,6 +19,11 @@ void QuantizeRows(const LinearQuantInput& in, int64_t r0, int64_t r1, AtomWeight
   const int kn = s.k_normal(), kp = s.k_normal_padded(), ng = s.n_groups();
   std::vector<int8_t> q(kp);
   std::vector<float> row(s.k);
+  GptqRowOptions opts;
+  opts.ratios = in.ratios;
+  opts.full_range = in.full_range;
+  opts.static_groups = in.gptq_static_groups;
+  opts.hessian_scale_search = in.gptq_hessian_scale_search;
   for (int64_t r = r0; r < r1; ++r) {
     const float* w = in.w + r * s.k;
     float* scales = out->scales.data() + r * ng;
@@ -27,14 +32,13 @@ void QuantizeRows(const LinearQuantInput& in, int64_t r0, int64_t r1, AtomWeight
     if (in.gptq != nullptr) {
       std::copy(w, w + s.k, row.begin());
       float unused = 0;
-      GptqQuantizeRow(row.data(), *in.gptq, s, in.ratios, q.data(), scales, qo,
-                      os ? os : &unused);
+      GptqQuantizeRow(row.data(), *in.gptq, s, opts, q.data(), scales, qo, os ? os : &unused);
     } else {
       std::fill(q.begin(), q.end(), 0);
       for (int g = 0; g < ng; ++g) {
         const int j = g * s.group, n = std::min(s.group, kn - j);
         scales[g] = QuantizeGroupClipSearch(w + j, in.energy ? in.energy + j : nullptr, n,
-                                            s.w_bits, in.ratios, q.data() + j);
+                                            s.w_bits, in.ratios, q.data() + j, in.full_range);
       }
       if (s.n_outliers > 0) {
         *os = kernels::quant::QuantizeSymmetricRow(

@@ -20,6 +20,9 @@ struct LinearQuantInput {
   const double* energy = nullptr;  // [spec.k] permuted channel energies; null = uniform
   std::vector<float> ratios = {1.0f};  // clip grid (ClipRatios)
   const GptqFactor* gptq = nullptr;    // permuted-order factor; null = clip search / RTN
+  bool full_range = false;             // 4-bit codes in [-8, 7] (clip_search.h)
+  bool gptq_static_groups = false;     // GptqRowOptions::static_groups
+  bool gptq_hessian_scale_search = false;  // GptqRowOptions::hessian_scale_search
   int threads = 1;                     // rows are split over this many threads
 };
 

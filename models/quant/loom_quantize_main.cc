@@ -6,10 +6,13 @@
 //                 [--outliers 128] [--outliers_attn_norm -1] [--outliers_attn_out -1]
 //                 [--outliers_ffn_norm -1] [--outliers_silu_mul -1]
 //                 [--clip_search] [--clip_min 0.5] [--clip_steps 20] [--gptq_damp 0.01]
+//                 [--gptq_act_order] [--gptq_static_groups] [--gptq_hessian_scale_search]
+//                 [--w4_full_range]
 //                 [--cache_dir DIR] [--threads 2]
 //
 // Calibration runs the model dequantized to F32 on the CPU backend. Exit status 1 with a
 // message on any error.
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -41,6 +44,14 @@ ABSL_FLAG(bool, clip_search, true, "search the weight clip ratio per (row, group
 ABSL_FLAG(double, clip_min, 0.5, "smallest clip ratio tried");
 ABSL_FLAG(int, clip_steps, 20, "clip ratios tried, 1.0 down to --clip_min");
 ABSL_FLAG(double, gptq_damp, 0.01, "GPTQ damping, times the mean Hessian diagonal");
+ABSL_FLAG(bool, gptq_act_order, false,
+          "GPTQ visits the normal columns by descending diag(H) (outliers still last)");
+ABSL_FLAG(bool, gptq_static_groups, false,
+          "GPTQ fixes every group scale before the sweep, from the original weights");
+ABSL_FLAG(bool, gptq_hessian_scale_search, false,
+          "GPTQ picks each group's clip ratio by the group's GPTQ loss (natural order)");
+ABSL_FLAG(bool, w4_full_range, false,
+          "4-bit weight codes in [-8, 7] (the format's full nibble range) instead of [-7, 7]");
 ABSL_FLAG(std::string, cache_dir, "",
           "calibration statistics cache (default: quant/calib beside the default model; "
           "'none' disables)");
@@ -82,6 +93,10 @@ absl::Status Run() {
   o.clip_search = {absl::GetFlag(FLAGS_clip_search), absl::GetFlag(FLAGS_clip_min),
                    absl::GetFlag(FLAGS_clip_steps)};
   o.gptq_damp = absl::GetFlag(FLAGS_gptq_damp);
+  o.gptq_act_order = absl::GetFlag(FLAGS_gptq_act_order);
+  o.gptq_static_groups = absl::GetFlag(FLAGS_gptq_static_groups);
+  o.gptq_hessian_scale_search = absl::GetFlag(FLAGS_gptq_hessian_scale_search);
+  o.w4_full_range = absl::GetFlag(FLAGS_w4_full_range);
   o.threads = absl::GetFlag(FLAGS_threads);
   if (o.threads < 1) return absl::InvalidArgumentError("--threads must be >= 1");
   absl::StatusOr<QuantizeReport> rep = QuantizeToCheckpoint(
@@ -92,6 +107,24 @@ absl::Status Run() {
               std::string(kernels::quant::QuantSchemeName(rep->meta.scheme)).c_str(),
               rep->meta.gptq ? " + gptq" : "", rep->meta.group_size, rep->meta.outliers[0],
               rep->meta.outliers[1], rep->meta.outliers[2], rep->meta.outliers[3]);
+  const GptqMeta& g = rep->meta.gptq_options;
+  std::printf("options:           gptq damp %g act_order %d static_groups %d hessian_scale_search %d, w4_full_range %d\n",
+              g.damp, g.act_order, g.static_groups, g.hessian_scale_search,
+              rep->meta.w4_full_range);
+  if (rep->has_output_error) {
+    const OutputErrorStats& e = rep->output_error;
+    double num = 0, den = 0;
+    std::string per;
+    for (int p = 0; p < kNumQuantProjections; ++p) {
+      num += e.num[p];
+      den += e.den[p];
+      per += absl::StrFormat(" %s %.4f", QuantProjectionName(static_cast<QuantProjection>(p)),
+                             e.den[p] > 0 ? std::sqrt(e.num[p] / e.den[p]) : 0.0);
+    }
+    std::printf("output error:      %.4f (sqrt(sum d'Hd / sum w'Hw), every %dth row;%s)\n",
+                den > 0 ? std::sqrt(num / den) : 0.0, OutputErrorStats::kErrorRowStride,
+                per.c_str());
+  }
   std::printf("calibration:       %lld tokens (%d x %d), %s, %.1f s\n",
               static_cast<long long>(rep->calibration_tokens), r.sequences, r.seq_len,
               rep->calibration_cached ? "cached" : "computed", rep->calibration_seconds);

@@ -11,6 +11,36 @@
 #include "models/quant/linear_quantizer.h"
 
 namespace loom::quant {
+namespace {
+
+// Adds every kErrorRowStride-th row's d^T H d and w^T H w to error's entry for p.
+void AccumulateOutputError(const std::vector<float>& w, const kernels::quant::AtomWeight& q,
+                           const std::vector<double>& h, int p, OutputErrorStats* error) {
+  const int k = q.spec.k;
+  const std::vector<float> deq = kernels::quant::DequantizeWeight(q.view());
+  std::vector<double> d(k), hd(k), hw(k), wr(k);
+  for (int64_t r = 0; r < q.rows; r += OutputErrorStats::kErrorRowStride) {
+    for (int j = 0; j < k; ++j) {
+      wr[j] = w[r * k + j];
+      d[j] = wr[j] - deq[r * k + j];
+    }
+    double num = 0, den = 0;
+    for (int i = 0; i < k; ++i) {
+      const double* hi = h.data() + static_cast<size_t>(i) * k;
+      double a = 0, b = 0;
+      for (int j = 0; j < k; ++j) {
+        a += hi[j] * d[j];
+        b += hi[j] * wr[j];
+      }
+      num += d[i] * a;
+      den += wr[i] * b;
+    }
+    error->num[p] += num;
+    error->den[p] += den;
+  }
+}
+
+}  // namespace
 
 QuantizedCheckpointMeta MetaFor(const QuantOptions& o, const OutlierCounts& outliers,
                                 int n_layers) {
@@ -22,6 +52,9 @@ QuantizedCheckpointMeta MetaFor(const QuantOptions& o, const OutlierCounts& outl
   m.outliers = outliers;
   m.gptq = o.gptq;
   m.clip_search = o.clip_search;
+  m.gptq_options = {o.gptq_damp, o.gptq_act_order, o.gptq_static_groups,
+                    o.gptq_hessian_scale_search};
+  m.w4_full_range = o.w4_full_range;
   m.n_layers = n_layers;
   return m;
 }
@@ -29,7 +62,8 @@ QuantizedCheckpointMeta MetaFor(const QuantOptions& o, const OutlierCounts& outl
 absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
                                              const CalibrationStats& stats,
                                              const QuantizedCheckpointMeta& meta,
-                                             const QuantOptions& o) {
+                                             const QuantOptions& o,
+                                             OutputErrorStats* error) {
   if (layer < 0 || layer >= static_cast<int>(stats.layers.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("quantize: no calibration statistics for layer ", layer));
@@ -51,8 +85,16 @@ absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
     out.perm[a] = *std::move(perm);
     energy[a] = PermuteVector(act[a].energy, out.perm[a]);
     if (o.gptq) {
-      absl::StatusOr<GptqFactor> f =
-          PrepareGptq(PermuteSymmetric(act[a].hessian, out.perm[a]), act[a].k, o.gptq_damp);
+      const std::vector<double> h = PermuteSymmetric(act[a].hessian, out.perm[a]);
+      std::vector<int> order;
+      if (o.gptq_act_order) {
+        std::vector<double> diag(act[a].k);
+        for (int j = 0; j < act[a].k; ++j) diag[j] = h[static_cast<size_t>(j) * act[a].k + j];
+        absl::StatusOr<std::vector<int>> ord = ActOrder(diag, meta.outliers[a]);
+        if (!ord.ok()) return ord.status();
+        order = *std::move(ord);
+      }
+      absl::StatusOr<GptqFactor> f = PrepareGptq(h, act[a].k, o.gptq_damp, order);
       if (!f.ok()) {
         return absl::Status(f.status().code(),
                             absl::StrCat("layer ", layer, " ",
@@ -95,10 +137,16 @@ absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
     in.energy = energy[a].data();
     in.ratios = ratios;
     in.gptq = factor[a] ? &*factor[a] : nullptr;
+    in.full_range = o.w4_full_range;
+    in.gptq_static_groups = o.gptq_static_groups;
+    in.gptq_hessian_scale_search = o.gptq_hessian_scale_search;
     in.threads = o.threads;
     absl::StatusOr<kernels::quant::AtomWeight> q = QuantizeLinear(in);
     if (!q.ok()) {
       return absl::Status(q.status().code(), absl::StrCat(name, ": ", q.status().message()));
+    }
+    if (error != nullptr && stats.has_hessian) {
+      AccumulateOutputError(permuted, *q, PermuteSymmetric(act[a].hessian, out.perm[a]), p, error);
     }
     out.proj[p] = *std::move(q);
   }
@@ -107,7 +155,8 @@ absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
 
 absl::StatusOr<std::vector<QuantizedLayer>> QuantizeModel(
     const ModelSource& f32, const CalibrationStats& stats, const QuantizedCheckpointMeta& meta,
-    const QuantOptions& o, const std::function<void(int, int)>& progress) {
+    const QuantOptions& o, const std::function<void(int, int)>& progress,
+    OutputErrorStats* error) {
   const int n = f32.config().n_layers;
   if (static_cast<int>(stats.layers.size()) != n) {
     return absl::InvalidArgumentError(absl::StrCat("quantize: statistics for ", stats.layers.size(),
@@ -116,7 +165,7 @@ absl::StatusOr<std::vector<QuantizedLayer>> QuantizeModel(
   std::vector<QuantizedLayer> layers;
   layers.reserve(n);
   for (int i = 0; i < n; ++i) {
-    absl::StatusOr<QuantizedLayer> l = QuantizeLayer(f32, i, stats, meta, o);
+    absl::StatusOr<QuantizedLayer> l = QuantizeLayer(f32, i, stats, meta, o, error);
     if (!l.ok()) return l.status();
     layers.push_back(*std::move(l));
     if (progress) progress(i + 1, n);

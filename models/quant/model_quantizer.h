@@ -6,6 +6,7 @@
 #ifndef LOOM_MODELS_QUANT_MODEL_QUANTIZER_H_
 #define LOOM_MODELS_QUANT_MODEL_QUANTIZER_H_
 
+#include <array>
 #include <functional>
 #include <vector>
 
@@ -22,18 +23,32 @@ namespace loom::quant {
 QuantizedCheckpointMeta MetaFor(const QuantOptions& o, const OutlierCounts& outliers,
                                 int n_layers);
 
+// The quantized weights' error on the calibration activations, per projection summed over
+// layers: num = sum_r d_r^T H d_r and den = sum_r w_r^T H w_r over every kErrorRowStride-th
+// row r, d = w - dequantized(w), H = X^T X (undamped, permuted order). sqrt(num / den) is
+// the relative layer-output error ||X (W - Q)^T|| / ||X W^T|| that GPTQ minimises: a
+// proxy for comparing settings without a perplexity run. Needs calibration Hessians.
+struct OutputErrorStats {
+  static constexpr int kErrorRowStride = 8;
+  std::array<double, kNumQuantProjections> num{};
+  std::array<double, kNumQuantProjections> den{};
+};
+
 // One layer of `f32` (every blk.{layer}.* projection F32, [rows, k]). InvalidArgument
 // naming the tensor for a missing or non-F32 tensor or a shape that disagrees with the
 // statistics; FailedPrecondition when GPTQ is asked for without Hessians.
 absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
                                              const CalibrationStats& stats,
                                              const QuantizedCheckpointMeta& meta,
-                                             const QuantOptions& o);
+                                             const QuantOptions& o,
+                                             OutputErrorStats* error = nullptr);
 
-// All layers; progress (nullable) after each with (done, total).
+// All layers; progress (nullable) after each with (done, total). error (nullable, and
+// only filled when the statistics hold Hessians): accumulated over the layers.
 absl::StatusOr<std::vector<QuantizedLayer>> QuantizeModel(
     const ModelSource& f32, const CalibrationStats& stats, const QuantizedCheckpointMeta& meta,
-    const QuantOptions& o, const std::function<void(int, int)>& progress);
+    const QuantOptions& o, const std::function<void(int, int)>& progress,
+    OutputErrorStats* error = nullptr);
 
 }  // namespace loom::quant
 

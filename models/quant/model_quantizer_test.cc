@@ -251,11 +251,46 @@ TEST(PipelineTest, QuantizesAndRerunsFromTheCache) {
   EXPECT_EQ(ck->meta().calibration.sequences, 4);
   EXPECT_EQ(ck->meta().calibration.sha256, Sha256Hex(text));
   EXPECT_TRUE(ck->CheckBaseModelFile(r.model_path, true).ok());
+  // GPTQ refinements are recorded in the JSON (provenance).
+  EXPECT_FALSE(ck->meta().gptq_options.act_order);
+  EXPECT_FALSE(ck->meta().w4_full_range);
+  r.options.gptq_act_order = true;
+  r.options.w4_full_range = true;
+  r.options.gptq_damp = 0.05;
+  r.out_dir = Temp("full_act_order");
+  auto act = QuantizeToCheckpoint(r, nullptr);
+  ASSERT_TRUE(act.ok()) << act.status();
+  auto ck_act = QuantizedCheckpoint::Open(r.out_dir);
+  ASSERT_TRUE(ck_act.ok()) << ck_act.status();
+  EXPECT_TRUE(ck_act->meta().gptq_options.act_order);
+  EXPECT_FALSE(ck_act->meta().gptq_options.static_groups);
+  EXPECT_EQ(ck_act->meta().gptq_options.damp, 0.05);
+  EXPECT_TRUE(ck_act->meta().w4_full_range);
+  r.options.gptq_act_order = r.options.w4_full_range = false;
+  r.options.gptq_damp = 0.01;
+  r.options.gptq_static_groups = true;
+  r.options.gptq_hessian_scale_search = true;  // refused: not with static groups
+  r.out_dir = Temp("full_refused");
+  EXPECT_EQ(QuantizeToCheckpoint(r, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  r.options.gptq_static_groups = r.options.gptq_hessian_scale_search = false;
   r.options.gptq = false;  // served by the Hessian cache too
   r.out_dir = Temp("full3");
   auto third = QuantizeToCheckpoint(r, nullptr);
   ASSERT_TRUE(third.ok()) << third.status();
   EXPECT_TRUE(third->calibration_cached);
+  // The output-error proxy: GPTQ minimises exactly sum_r d_r^T H d_r (up to 1% damping),
+  // the clip search a diagonal approximation of it, so GPTQ's is the lower one.
+  ASSERT_TRUE(second->has_output_error && third->has_output_error);
+  double num_gptq = 0, den_gptq = 0, num_clip = 0, den_clip = 0;
+  for (int p = 0; p < kNumQuantProjections; ++p) {
+    num_gptq += second->output_error.num[p];
+    den_gptq += second->output_error.den[p];
+    num_clip += third->output_error.num[p];
+    den_clip += third->output_error.den[p];
+  }
+  EXPECT_GT(num_gptq, 0);
+  EXPECT_EQ(den_gptq, den_clip);  // the same weights and Hessians
+  EXPECT_LT(num_gptq, num_clip);
   r.seq_len = 1000;  // more tokens than the text has
   r.cache_dir.clear();
   r.out_dir = Temp("full4");

@@ -51,4 +51,21 @@ absl::Status ValidateClipSearch(const ClipSearchMeta& c) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateGptqOptions(const QuantOptions& o) {
+  if (!(o.gptq_damp >= 0 && o.gptq_damp < 1e6)) {
+    return absl::InvalidArgumentError(absl::StrCat("GPTQ damping ", o.gptq_damp,
+                                                   " must be finite and >= 0"));
+  }
+  if (!o.gptq && (o.gptq_act_order || o.gptq_static_groups || o.gptq_hessian_scale_search)) {
+    return absl::InvalidArgumentError(
+        "gptq_act_order, gptq_static_groups and gptq_hessian_scale_search need --gptq");
+  }
+  if (o.gptq_hessian_scale_search && (o.gptq_act_order || o.gptq_static_groups)) {
+    return absl::InvalidArgumentError(
+        "gptq_hessian_scale_search works in the natural order with dynamic groups: drop "
+        "gptq_act_order / gptq_static_groups");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace loom::quant

@@ -21,6 +21,10 @@ struct QuantOptions {
   ClipSearchMeta clip_search;
   bool gptq = false;
   double gptq_damp = 0.01;  // times the mean of diag(H), added to the diagonal
+  bool gptq_act_order = false;        // gptq.h: normal columns by descending diag(H)
+  bool gptq_static_groups = false;    // gptq.h: group scales fixed before the sweep
+  bool gptq_hessian_scale_search = false;  // gptq.h: GPTQ-loss scale search per group
+  bool w4_full_range = false;  // 4-bit weight codes in [-8, 7] instead of [-7, 7]
   int threads = 1;
 };
 
@@ -37,6 +41,11 @@ absl::StatusOr<OutlierCounts> ResolveOutlierCounts(const std::array<int, kNumQua
 
 // InvalidArgument unless min_ratio in (0, 1] and steps >= 1 (steps == 1 means RTN).
 absl::Status ValidateClipSearch(const ClipSearchMeta& c);
+
+// InvalidArgument for a GPTQ refinement without --gptq, a damping < 0 or not finite, or
+// the Hessian scale search combined with act order or static groups (it needs each
+// group's columns contiguous in the sweep and the scale chosen when the sweep gets there).
+absl::Status ValidateGptqOptions(const QuantOptions& o);
 
 }  // namespace loom::quant
 

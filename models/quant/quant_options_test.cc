@@ -63,5 +63,30 @@ TEST(ValidateClipSearchTest, Ranges) {
   EXPECT_FALSE(ValidateClipSearch({true, 0.5, 0}).ok());
 }
 
+TEST(ValidateGptqOptionsTest, Combinations) {
+  QuantOptions o;
+  EXPECT_TRUE(ValidateGptqOptions(o).ok());
+  o.gptq_act_order = true;
+  EXPECT_FALSE(ValidateGptqOptions(o).ok());  // needs --gptq
+  o.gptq = true;
+  EXPECT_TRUE(ValidateGptqOptions(o).ok());
+  o.gptq_static_groups = true;
+  EXPECT_TRUE(ValidateGptqOptions(o).ok());
+  o.gptq_hessian_scale_search = true;
+  EXPECT_FALSE(ValidateGptqOptions(o).ok());  // not with act order / static groups
+  o.gptq_act_order = o.gptq_static_groups = false;
+  EXPECT_TRUE(ValidateGptqOptions(o).ok());
+  o.gptq_damp = -0.1;
+  EXPECT_FALSE(ValidateGptqOptions(o).ok());
+  o.gptq_damp = 0;
+  EXPECT_TRUE(ValidateGptqOptions(o).ok());
+  QuantOptions no_gptq;
+  no_gptq.gptq_static_groups = true;
+  EXPECT_FALSE(ValidateGptqOptions(no_gptq).ok());
+  no_gptq.gptq_static_groups = false;
+  no_gptq.w4_full_range = true;  // fine without GPTQ (clip search uses it too)
+  EXPECT_TRUE(ValidateGptqOptions(no_gptq).ok());
+}
+
 }  // namespace
 }  // namespace loom::quant

@@ -51,6 +51,7 @@ absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
   auto say = [&](const std::string& m) { if (log) log(m); };
   const QuantOptions& o = r.options;
   if (absl::Status s = ValidateClipSearch(o.clip_search); !s.ok()) return s;
+  if (absl::Status s = ValidateGptqOptions(o); !s.ok()) return s;
   if (r.out_dir.empty()) return absl::InvalidArgumentError("no output directory given");
   if (std::filesystem::path(r.calibration_text).filename() == "heldout.txt") {
     return absl::InvalidArgumentError(
@@ -132,9 +133,10 @@ absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
   absl::StatusOr<std::vector<QuantizedLayer>> layers =
       QuantizeModel(weights, *stats, report.meta, o, [&](int done, int total) {
         say(absl::StrFormat("quantized layer %d/%d (%.1f s)", done, total, Since(t1)));
-      });
+      }, &report.output_error);
   if (!layers.ok()) return layers.status();
   report.quantize_seconds = Since(t1);
+  report.has_output_error = stats->has_hessian;
   if (absl::Status s = WriteQuantizedCheckpoint(r.out_dir, report.meta, *layers); !s.ok()) return s;
   std::error_code ec;
   report.safetensors_bytes = static_cast<int64_t>(

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "models/quant/model_quantizer.h"
 #include "models/quant/quant_options.h"
 #include "models/quant/quantized_checkpoint.h"
 
@@ -33,6 +34,8 @@ struct QuantizeReport {
   double calibration_seconds = 0;  // forward passes (0 when cached)
   double quantize_seconds = 0;
   int64_t safetensors_bytes = 0;
+  OutputErrorStats output_error;  // filled when the statistics hold Hessians
+  bool has_output_error = false;
 };
 
 // Refusals (InvalidArgument unless noted, each naming the cause): a model that is not a

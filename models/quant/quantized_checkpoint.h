@@ -10,6 +10,9 @@
 //    "activation_bits": 4|8,
 //    "outliers": {"attn_norm": 64, "attn_out": 64, "ffn_norm": 64, "silu_mul": 128},
 //    "gptq": bool, "clip_search": {"enabled": bool, "min_ratio": 0.5, "steps": 20},
+//    "gptq_options": {"damp": 0.01, "act_order": bool, "static_groups": bool,
+//                     "hessian_scale_search": bool},          (optional; these defaults)
+//    "w4_full_range": bool,  (optional, false: 4-bit codes in [-7, 7]; true: [-8, 7])
 //    "base_model": {"path": str, "sha256": hex, "bytes": int},
 //    "calibration": {"text": path, "sha256": hex, "sequences": 32, "seq_len": 512,
 //                    "source": str},
@@ -64,6 +67,15 @@ struct ClipSearchMeta {
   int steps = 20;          // grid points, both ends included
 };
 
+// How GPTQ ran (provenance only: the tensors read the same either way). Absent from
+// checkpoints written before these options existed; the defaults are what they used.
+struct GptqMeta {
+  double damp = 0.01;
+  bool act_order = false;
+  bool static_groups = false;
+  bool hessian_scale_search = false;
+};
+
 struct BaseModelRef {
   std::string path;
   std::string sha256;  // lowercase hex
@@ -87,6 +99,8 @@ struct QuantizedCheckpointMeta {
   OutlierCounts outliers = {0, 0, 0, 0};
   bool gptq = false;
   ClipSearchMeta clip_search;
+  GptqMeta gptq_options;
+  bool w4_full_range = false;  // 4-bit codes use [-8, 7] (the format always allows it)
   BaseModelRef base_model;
   CalibrationRef calibration;
   int n_layers = 0;

@@ -69,6 +69,12 @@ json QuantizedCheckpointMeta::ToJson() const {
         {"min_ratio", clip_search.min_ratio},
         {"steps", clip_search.steps},
         {"objective", "sum_j E[x_j^2] (w_j - q_j s)^2 per (row, group)"}}},
+      {"gptq_options",
+       {{"damp", gptq_options.damp},
+        {"act_order", gptq_options.act_order},
+        {"static_groups", gptq_options.static_groups},
+        {"hessian_scale_search", gptq_options.hessian_scale_search}}},
+      {"w4_full_range", w4_full_range},
       {"base_model",
        {{"path", base_model.path}, {"sha256", base_model.sha256}, {"bytes", base_model.bytes}}},
       {"calibration",
@@ -148,6 +154,29 @@ absl::Status ParseMethod(const json& j, QuantizedCheckpointMeta* m) {
   if (!ratio.ok()) return ratio.status();
   if (!steps.ok()) return steps.status();
   m->clip_search = {(*enabled)->get<bool>(), (*ratio)->get<double>(), static_cast<int>(*steps)};
+  // Optional (older checkpoints lack them): gptq_options, w4_full_range.
+  auto is_bool = [](const json& v) { return v.is_boolean(); };
+  if (j.contains("gptq_options")) {
+    auto g = Object(j, "gptq_options");
+    if (!g.ok()) return g.status();
+    auto damp = Field(**g, "gptq_options.", "damp", [](const json& v) { return v.is_number(); },
+                      "a number");
+    auto act = Field(**g, "gptq_options.", "act_order", is_bool, "a boolean");
+    auto st = Field(**g, "gptq_options.", "static_groups", is_bool, "a boolean");
+    auto hs = Field(**g, "gptq_options.", "hessian_scale_search", is_bool, "a boolean");
+    if (!damp.ok()) return damp.status();
+    if (!act.ok()) return act.status();
+    if (!st.ok()) return st.status();
+    if (!hs.ok()) return hs.status();
+    const double d = (*damp)->get<double>();
+    if (!(d >= 0)) return Bad(absl::StrCat("'gptq_options.damp' = ", d, " is negative"));
+    m->gptq_options = {d, (*act)->get<bool>(), (*st)->get<bool>(), (*hs)->get<bool>()};
+  }
+  if (j.contains("w4_full_range")) {
+    auto fr = Field(j, "", "w4_full_range", is_bool, "a boolean");
+    if (!fr.ok()) return fr.status();
+    m->w4_full_range = (*fr)->get<bool>();
+  }
   return absl::OkStatus();
 }
 

@@ -45,6 +45,8 @@ QuantizedCheckpointMeta SmallMeta(QuantScheme scheme) {
   m.group_size = 32;
   m.outliers = {32, 0, 32, 32};
   m.gptq = true;
+  m.gptq_options = {0.05, true, true, false};
+  m.w4_full_range = true;
   m.base_model = {"/models/base.gguf", std::string(64, 'a'), 1234};
   m.calibration = {"/text/calibration.txt", std::string(64, 'b'), 4, 16, "synthetic"};
   m.n_layers = 2;
@@ -191,6 +193,22 @@ class ReaderRefusalTest : public ::testing::Test {
 
 TEST_F(ReaderRefusalTest, OpensUnchanged) { EXPECT_TRUE(QuantizedCheckpoint::Open(dir_).ok()); }
 
+// Checkpoints written before gptq_options / w4_full_range existed open with the defaults
+// they were made with (damp 0.01, natural order, dynamic groups, codes in [-7, 7]).
+TEST_F(ReaderRefusalTest, OlderJsonWithoutGptqOptionsOpens) {
+  nlohmann::json j = json_;
+  j.erase("gptq_options");
+  j.erase("w4_full_range");
+  WriteJson(j);
+  absl::StatusOr<QuantizedCheckpoint> c = QuantizedCheckpoint::Open(dir_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->meta().gptq_options.damp, 0.01);
+  EXPECT_FALSE(c->meta().gptq_options.act_order);
+  EXPECT_FALSE(c->meta().gptq_options.static_groups);
+  EXPECT_FALSE(c->meta().gptq_options.hessian_scale_search);
+  EXPECT_FALSE(c->meta().w4_full_range);
+}
+
 TEST_F(ReaderRefusalTest, MissingFiles) {
   std::filesystem::remove(dir_ + "/" + kQuantTensorsName);
   ExpectRefused("no model.safetensors", absl::StatusCode::kNotFound);
@@ -216,6 +234,12 @@ TEST_F(ReaderRefusalTest, JsonFields) {
       {[](nlohmann::json& j) { j["outliers"].erase("silu_mul"); }, "missing key 'outliers.silu_mul'"},
       {[](nlohmann::json& j) { j["outliers"]["attn_out"] = -4; }, "'outliers.attn_out' = -4"},
       {[](nlohmann::json& j) { j["gptq"] = 1; }, "'gptq' must be a boolean"},
+      {[](nlohmann::json& j) { j["gptq_options"] = 1; }, "'gptq_options' must be an object"},
+      {[](nlohmann::json& j) { j["gptq_options"].erase("damp"); }, "missing key 'gptq_options.damp'"},
+      {[](nlohmann::json& j) { j["gptq_options"]["damp"] = -1; }, "'gptq_options.damp' = -1"},
+      {[](nlohmann::json& j) { j["gptq_options"]["act_order"] = "yes"; },
+       "'gptq_options.act_order' must be a boolean"},
+      {[](nlohmann::json& j) { j["w4_full_range"] = 1; }, "'w4_full_range' must be a boolean"},
       {[](nlohmann::json& j) { j["base_model"].erase("sha256"); }, "base_model.sha256"},
       {[](nlohmann::json& j) { j["calibration"] = "x"; }, "'calibration' must be an object"},
       {[](nlohmann::json& j) { j["n_layers"] = 3; }, "missing tensor blk.2.attn_norm.perm"},
