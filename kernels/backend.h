@@ -52,13 +52,42 @@ struct ActivationPack {
 // that all of them see the same integer activations. REQUIRES: k % 32 == 0.
 void QuantizeRowQ8(const float* x, int k, BlockQ8Act* out);
 
+// Element type of the paged KV cache. Every row (one token, one kv head: head_dim values)
+// is stored on its own, so rows can be written in any order:
+//   kF16:  head_dim x FP16.                                       2 * head_dim bytes
+//   kInt8: FP16 scale d, then head_dim x int8 q;  x = d * q       2 + head_dim bytes
+//          (symmetric: d = absmax / 127, q in [-127, 127]).
+//   kInt4: FP16 scale d, FP16 minimum m, then head_dim / 2 bytes; x = d * q + m
+//          (asymmetric: d = (max - min) / 15, q in [0, 15]). Byte i holds element i in its
+//          low nibble and element i + head_dim / 2 in its high nibble. head_dim even.
+// Quantized rows of a power-of-two head_dim hold the head vector ROTATED by the normalized
+// Walsh-Hadamard transform H (H = Hᵀ = H⁻¹; QuaRot's trick): rotation spreads the few
+// large channels of K (and V) over all of them, so one scale per row fits every channel.
+// Attention is unchanged by it: q·k = (Hq)·(Hk) and Σ p v = H Σ p (Hv). Other head_dims
+// are stored unrotated. The quantized rows are written by QuantizeKvRow (kv_quant.h) in
+// every backend, so all backends hold the same bytes for the same inputs.
+enum class KvDtype : uint8_t { kF16 = 0, kInt8 = 1, kInt4 = 2 };
+
 // Paged KV cache geometry shared by the kernels and models/.
-// Layout of one layer's pool: pages [n_pages][page_size][n_kv_heads][head_dim] for K,
-// the same for V, both FP16.
+// Layout of one layer's pool: pages [n_pages][page_size][n_kv_heads][row_bytes()] for K,
+// the same for V.
 struct KvLayout {
   int page_size = 16;
   int n_kv_heads = 0;
   int head_dim = 0;
+  KvDtype dtype = KvDtype::kF16;
+  // Bytes of one (token, kv head) row.
+  size_t row_bytes() const {
+    switch (dtype) {
+      case KvDtype::kInt8: return 2 + static_cast<size_t>(head_dim);
+      case KvDtype::kInt4: return 4 + static_cast<size_t>(head_dim) / 2;
+      case KvDtype::kF16: break;
+    }
+    return 2 * static_cast<size_t>(head_dim);
+  }
+  // Bytes of one page of K (or of V).
+  size_t page_bytes() const { return static_cast<size_t>(page_size) * n_kv_heads * row_bytes(); }
+  // FP16 elements of one page (kF16 only; the CUDA kernels' view).
   size_t page_elems() const { return static_cast<size_t>(page_size) * n_kv_heads * head_dim; }
 };
 
@@ -100,16 +129,17 @@ class Backend {
                     float theta, bool adjacent_pairs) = 0;
 
   // Writes k, v [n, n_kv_heads, head_dim] for each token into its sequence's page slot
-  // (slot = positions[t] % page_size of page page_table[page_indptr[s] + pos / page_size]).
+  // (slot = positions[t] % page_size of page page_table[page_indptr[s] + pos / page_size]),
+  // in layout.dtype. k_pool / v_pool: one layer's pools (KvLayout).
   virtual void AppendKv(const KvLayout& layout, const AttentionBatch& batch, const float* k,
-                        const float* v, uint16_t* k_pool, uint16_t* v_pool) = 0;
+                        const float* v, uint8_t* k_pool, uint8_t* v_pool) = 0;
 
   // out [n, n_heads, head_dim] = causal softmax(q kᵀ / sqrt(head_dim)) v over the cached
   // K/V of each token's sequence (GQA: head h reads kv head h / (n_heads / n_kv_heads)).
   // q: [n, n_heads, head_dim]. scratch: at least max_position + 1 floats per thread.
   virtual void PagedAttention(const KvLayout& layout, const AttentionBatch& batch,
-                              const float* q, int n_heads, const uint16_t* k_pool,
-                              const uint16_t* v_pool, float* out) = 0;
+                              const float* q, int n_heads, const uint8_t* k_pool,
+                              const uint8_t* v_pool, float* out) = 0;
 };
 
 }  // namespace loom::kernels

@@ -1,5 +1,8 @@
 #include "server/admin_service.h"
 
+#include <string>
+
+#include "kernels/kv_quant.h"
 #include "server/status_mapping.h"
 #include "spdlog/spdlog.h"
 
@@ -111,6 +114,7 @@ grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* c
   w->set_kv_pages_used(st.kv_pages_used);
   w->set_kv_pages_free(st.kv_pages_total - st.kv_pages_used);
   w->set_kv_page_tokens(kv_page_tokens_);
+  w->set_kv_cache_dtype(std::string(kernels::KvDtypeName(st.kv_dtype)));
   w->set_preemptions(st.preemptions);
   w->set_steps(st.steps);
   w->set_last_batch_tokens(st.last_batch_tokens);

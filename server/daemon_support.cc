@@ -80,6 +80,7 @@ EngineOptions ToEngineOptions(const ServerOptions& o) {
   e.policy = o.policy == "fair" ? AdmissionPolicy::kFairShare : AdmissionPolicy::kFcfs;
   e.kv.page_size = o.kv_page_size;
   e.kv.budget_bytes = o.kv_bytes;
+  e.kv.dtype = o.kv_cache_dtype;
   e.max_context = o.max_context;
   return e;
 }

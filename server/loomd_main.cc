@@ -60,6 +60,8 @@ ABSL_FLAG(int, max_running, 64, "sequences in the running batch");
 ABSL_FLAG(int, max_queued, 1024, "waiting requests before RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, kv_bytes, int64_t{512} << 20, "KV cache budget in bytes");
 ABSL_FLAG(int, kv_page_size, 16, "tokens per KV page");
+ABSL_FLAG(std::string, kv_cache_dtype, "f16",
+          "KV cache rows: f16, int8 (symmetric, 1.9x the tokens) or int4 (asymmetric, 3.6x)");
 ABSL_FLAG(int64_t, adapter_bytes, int64_t{1} << 30, "host-memory budget for adapter weights");
 ABSL_FLAG(int, max_context, 0, "max prompt + generated tokens (0 = the model's)");
 ABSL_FLAG(int, threads, 0, "kernel threads (0 = all hardware threads)");

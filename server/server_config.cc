@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "kernels/kv_quant.h"
 #include "nlohmann/json.hpp"
 
 namespace loom {
@@ -102,6 +103,13 @@ const std::map<std::string, Setter>& Setters() {
       {"max_queued", Int("max_queued", &ServerOptions::max_queued, 0, 1 << 24)},
       {"kv_bytes", Int("kv_bytes", &ServerOptions::kv_bytes, 1, int64_t{1} << 50)},
       {"kv_page_size", Int("kv_page_size", &ServerOptions::kv_page_size, 1, 4096)},
+      {"kv_cache_dtype",
+       [](const std::string& v, ServerOptions* o) {
+         absl::StatusOr<kernels::KvDtype> dt = kernels::ParseKvDtype(v);
+         if (!dt.ok()) return Bad("kv_cache_dtype", v, "must be f16, int8 or int4");
+         o->kv_cache_dtype = *dt;
+         return absl::OkStatus();
+       }},
       {"adapter_bytes",
        Int("adapter_bytes", &ServerOptions::adapter_bytes, 1, int64_t{1} << 50)},
       {"max_context", Int("max_context", &ServerOptions::max_context, 0, 1 << 24)},

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "kernels/backend.h"
 
 namespace loom {
 
@@ -54,6 +55,7 @@ struct ServerOptions {
   int max_queued = 1024;
   size_t kv_bytes = size_t{512} << 20;
   int kv_page_size = 16;
+  kernels::KvDtype kv_cache_dtype = kernels::KvDtype::kF16;  // f16 | int8 | int4
   size_t adapter_bytes = size_t{1} << 30;  // host-memory budget for adapter weights
   int max_context = 0;                    // 0 = the model's; else min(model's, this)
   int threads = 0;                        // 0 = all hardware threads

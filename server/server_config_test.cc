@@ -155,5 +155,19 @@ TEST(ServerConfigTest, QuantSchemeNeedsACheckpointAndAnActivationOverride) {
   EXPECT_NE(s.message().find("weight bits come from the checkpoint"), std::string::npos) << s;
 }
 
+TEST(ServerConfigTest, KvCacheDtypeParsesTheThreeFormats) {
+  ServerOptions o;
+  EXPECT_EQ(o.kv_cache_dtype, kernels::KvDtype::kF16);
+  ASSERT_TRUE(ApplySetting("kv_cache_dtype", "int8", &o).ok());
+  EXPECT_EQ(o.kv_cache_dtype, kernels::KvDtype::kInt8);
+  ASSERT_TRUE(ApplySetting("kv_cache_dtype", "int4", &o).ok());
+  EXPECT_EQ(o.kv_cache_dtype, kernels::KvDtype::kInt4);
+  const absl::Status bad = ApplySetting("kv_cache_dtype", "fp8", &o);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("kv_cache_dtype"), std::string::npos) << bad;
+  EXPECT_NE(bad.message().find("f16, int8 or int4"), std::string::npos) << bad;
+  EXPECT_EQ(o.kv_cache_dtype, kernels::KvDtype::kInt4);  // unchanged by the refusal
+}
+
 }  // namespace
 }  // namespace loom

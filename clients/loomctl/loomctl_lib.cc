@@ -339,6 +339,7 @@ nlohmann::json StatusToJson(const v1::GetStatusResponse& s) {
     wj["kv_pages_used"] = w.kv_pages_used();
     wj["kv_pages_free"] = w.kv_pages_free();
     wj["kv_page_tokens"] = w.kv_page_tokens();
+    if (!w.kv_cache_dtype().empty()) wj["kv_cache_dtype"] = w.kv_cache_dtype();
     wj["preemptions"] = w.preemptions();
     wj["steps"] = w.steps();
     wj["last_batch_tokens"] = w.last_batch_tokens();

@@ -1,9 +1,13 @@
 // PagedAttention / AppendKv of CpuBackend against ReferenceBackend on random,
 // non-contiguous page tables, with GQA 9:3 and several sequences of different lengths
-// whose tokens sit at different positions in one batch; plus attention invariance.
+// whose tokens sit at different positions in one batch, for every KV cache dtype (FP16,
+// INT8, INT4-asymmetric); plus attention invariance and the quantized caches' accuracy.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -12,6 +16,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/reference_backend.h"
 #include "kernels/cpu/test_util.h"
+#include "kernels/kv_quant.h"
 
 namespace loom::kernels {
 namespace {
@@ -24,7 +29,7 @@ struct Scenario {
   KvLayout layout;
   int n_heads = 0;
   std::vector<int32_t> indptr, table, seq_of_token, positions;
-  std::vector<uint16_t> k_pool, v_pool;
+  std::vector<uint8_t> k_pool, v_pool;
   std::vector<float> q;
   AttentionBatch batch() const {
     return AttentionBatch{static_cast<int>(positions.size()), seq_of_token.data(),
@@ -32,9 +37,12 @@ struct Scenario {
   }
 };
 
-Scenario Make(int head_dim, int page_size, const std::vector<int>& lengths, uint32_t seed) {
+constexpr KvDtype kAllDtypes[] = {KvDtype::kF16, KvDtype::kInt8, KvDtype::kInt4};
+
+Scenario Make(int head_dim, int page_size, const std::vector<int>& lengths, uint32_t seed,
+              KvDtype dtype = KvDtype::kF16) {
   Scenario s;
-  s.layout = KvLayout{page_size, 3, head_dim};
+  s.layout = KvLayout{page_size, 3, head_dim, dtype};
   s.n_heads = 9;
   std::mt19937 rng(seed);
   int total_pages = 0;
@@ -48,9 +56,10 @@ Scenario Make(int head_dim, int page_size, const std::vector<int>& lengths, uint
     for (int p = 0; p < (len + page_size - 1) / page_size; ++p) s.table.push_back(perm[next++]);
     s.indptr.push_back(static_cast<int32_t>(s.table.size()));
   }
-  const size_t pool = perm.size() * s.layout.page_elems();
-  s.k_pool.assign(pool, Fp32ToFp16(NAN));  // unused slots must never be read
-  s.v_pool.assign(pool, Fp32ToFp16(NAN));
+  const size_t pool = perm.size() * s.layout.page_bytes();
+  // Unused slots must never be read: 0x7E7E is an FP16 NaN, as a value or as a row's scale.
+  s.k_pool.assign(pool, 0x7E);
+  s.v_pool.assign(pool, 0x7E);
   // Fill every sequence's cache through AppendKv of the reference, all positions at once.
   AttentionBatch fill;
   std::vector<int32_t> seq, pos;
@@ -79,7 +88,8 @@ Scenario Make(int head_dim, int page_size, const std::vector<int>& lengths, uint
 }
 
 TEST(AttentionTest, AppendKvIsBitwiseReference) {
-  const Scenario s = Make(64, 16, {5, 40}, 1);
+  for (KvDtype dtype : kAllDtypes) {
+  const Scenario s = Make(64, 16, {5, 40}, 1, dtype);
   for (CpuIsa isa : {CpuIsa::kScalar, BestCpuIsa()}) {
     auto be = CreateCpuBackendWithIsa(2, isa);
     Scenario c = s;
@@ -92,15 +102,19 @@ TEST(AttentionTest, AppendKvIsBitwiseReference) {
     be->AppendKv(c.layout, b, k.data(), v.data(), c.k_pool.data(), c.v_pool.data());
     CreateReferenceBackend()->AppendKv(r.layout, b, k.data(), v.data(), r.k_pool.data(),
                                        r.v_pool.data());
-    EXPECT_EQ(c.k_pool, r.k_pool);
-    EXPECT_EQ(c.v_pool, r.v_pool);
+    EXPECT_EQ(c.k_pool, r.k_pool) << KvDtypeName(dtype);
+    EXPECT_EQ(c.v_pool, r.v_pool) << KvDtypeName(dtype);
+  }
   }
 }
 
 TEST(AttentionTest, MatchesReferenceOnRandomPageTables) {
-  for (int head_dim : {64, 128, 48, 20}) {   // 48: generic vector path; 20: scalar path
+  for (KvDtype dtype : kAllDtypes) {
+  // 48: generic vector path; 20: scalar path (and 40 for INT4, which vectorises by 16).
+  for (int head_dim : {64, 128, 48, 20, 40}) {
     for (int page_size : {16, 5}) {
-      const Scenario s = Make(head_dim, page_size, {1, 17, 40, 100}, head_dim + page_size);
+      const Scenario s =
+          Make(head_dim, page_size, {1, 17, 40, 100}, head_dim + page_size, dtype);
       const AttentionBatch b = s.batch();
       const size_t out_n = s.q.size();
       std::vector<float> want(out_n);
@@ -114,19 +128,22 @@ TEST(AttentionTest, MatchesReferenceOnRandomPageTables) {
                              s.v_pool.data(), out.data());
           // Outputs are convex combinations of values in [-1, 1]: absolute tolerance.
           for (size_t i = 0; i < out_n; ++i) {
-            ASSERT_NEAR(out[i], want[i], 2e-5) << "d=" << head_dim << " ps=" << page_size
-                                               << " isa=" << CpuIsaName(isa) << " i=" << i;
+            ASSERT_NEAR(out[i], want[i], 2e-5)
+                << KvDtypeName(dtype) << " d=" << head_dim << " ps=" << page_size
+                << " isa=" << CpuIsaName(isa) << " threads=" << threads << " i=" << i;
           }
         }
       }
     }
+  }
   }
 }
 
 // A token's output is bitwise the same whatever else is in the batch and however many
 // threads run, since each (token, head) is computed alone in a fixed order.
 TEST(AttentionTest, TokenOutputIsBatchAndThreadInvariant) {
-  const Scenario s = Make(64, 16, {3, 33, 70}, 77);
+  for (KvDtype dtype : kAllDtypes) {
+  const Scenario s = Make(64, 16, {3, 33, 70}, 77, dtype);
   const AttentionBatch b = s.batch();
   const int per_token = s.n_heads * 64;
   for (CpuIsa isa : {CpuIsa::kScalar, BestCpuIsa()}) {
@@ -148,8 +165,68 @@ TEST(AttentionTest, TokenOutputIsBatchAndThreadInvariant) {
                           s.k_pool.data(), s.v_pool.data(), out.data());
       EXPECT_EQ(0, std::memcmp(out.data(), full.data() + t * per_token,
                                sizeof(float) * per_token))
-          << CpuIsaName(isa) << " token " << t;
+          << KvDtypeName(dtype) << " " << CpuIsaName(isa) << " token " << t;
     }
+  }
+  }
+}
+
+// The quantized caches against exact attention (double precision, on the unrounded K/V):
+// the RMS error of the outputs, relative to the RMS of the outputs, stays within what the
+// format's step implies. Rows are Hadamard-rotated (head_dim 64), which turns uniform
+// values into near-Gaussian ones: an INT8 step is ~1/40 of the row's standard deviation,
+// an INT4 step ~1/3 of it; attention averages the V errors over many positions, so the
+// output error is a fraction of one step (measured: 5.6e-3 and 8.7e-2).
+TEST(AttentionTest, QuantizedCachesStayCloseToExactAttention) {
+  const int d = 64, page = 16;
+  const std::vector<int> lengths = {30, 100};
+  std::vector<std::pair<KvDtype, double>> bounds = {
+      {KvDtype::kF16, 1e-3}, {KvDtype::kInt8, 1.5e-2}, {KvDtype::kInt4, 0.15}};
+  for (auto [dtype, bound] : bounds) {
+    const Scenario s = Make(d, page, lengths, 5, dtype);
+    const AttentionBatch b = s.batch();
+    // The K/V that Make fed AppendKv (same seeds), then exact attention over them.
+    std::vector<int32_t> base(lengths.size() + 1, 0);
+    for (size_t i = 0; i < lengths.size(); ++i) base[i + 1] = base[i] + lengths[i];
+    const auto k = RandomFloats(static_cast<size_t>(base.back()) * 3 * d, 6, 1.5f);
+    const auto v = RandomFloats(static_cast<size_t>(base.back()) * 3 * d, 7);
+    std::vector<float> want(s.q.size());
+    for (int t = 0; t < b.n_tokens; ++t) {
+      for (int h = 0; h < s.n_heads; ++h) {
+        const int kvh = h / 3, row0 = base[b.seq_of_token[t]];
+        const float* q = s.q.data() + (static_cast<size_t>(t) * s.n_heads + h) * d;
+        std::vector<double> w(b.positions[t] + 1);
+        double mx = -1e300, den = 0.0;
+        for (int p = 0; p <= b.positions[t]; ++p) {
+          const float* kr = k.data() + (static_cast<size_t>(row0 + p) * 3 + kvh) * d;
+          double dot = 0.0;
+          for (int i = 0; i < d; ++i) dot += static_cast<double>(q[i]) * kr[i];
+          w[p] = dot / std::sqrt(static_cast<double>(d));
+          mx = std::max(mx, w[p]);
+        }
+        for (double& x : w) { x = std::exp(x - mx); den += x; }
+        for (int i = 0; i < d; ++i) {
+          double acc = 0.0;
+          for (int p = 0; p <= b.positions[t]; ++p) {
+            acc += w[p] * v[(static_cast<size_t>(row0 + p) * 3 + kvh) * d + i];
+          }
+          want[(static_cast<size_t>(t) * s.n_heads + h) * d + i] = static_cast<float>(acc / den);
+        }
+      }
+    }
+    std::vector<float> out(s.q.size());
+    CreateCpuBackendWithIsa(2, BestCpuIsa())
+        ->PagedAttention(s.layout, b, s.q.data(), s.n_heads, s.k_pool.data(), s.v_pool.data(),
+                         out.data());
+    double err = 0.0, ref = 0.0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      err += (out[i] - want[i]) * (out[i] - want[i]);
+      ref += want[i] * want[i];
+    }
+    const double rel = std::sqrt(err / ref);
+    EXPECT_LT(rel, bound) << KvDtypeName(dtype);
+    std::printf("%s KV cache: relative RMS error of attention outputs %.2e\n",
+                std::string(KvDtypeName(dtype)).c_str(), rel);
   }
 }
 

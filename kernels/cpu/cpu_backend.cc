@@ -9,6 +9,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reference_kernels.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/kv_quant.h"
 
 namespace loom::kernels {
 namespace {
@@ -126,32 +127,44 @@ class CpuBackend final : public Backend {
   }
 
   void AppendKv(const KvLayout& layout, const AttentionBatch& batch, const float* k,
-                const float* v, uint16_t* k_pool, uint16_t* v_pool) override {
+                const float* v, uint8_t* k_pool, uint8_t* v_pool) override {
     const int d = layout.head_dim;
     for (int t = 0; t < batch.n_tokens; ++t) {
       const int32_t* pages = batch.page_table + batch.page_indptr[batch.seq_of_token[t]];
       for (int h = 0; h < layout.n_kv_heads; ++h) {
         const size_t src = (static_cast<size_t>(t) * layout.n_kv_heads + h) * d;
-        k_->fp32_to_fp16(k + src, d, ref::KvRowMut(layout, k_pool, pages, batch.positions[t], h));
-        k_->fp32_to_fp16(v + src, d, ref::KvRowMut(layout, v_pool, pages, batch.positions[t], h));
+        uint8_t* kd = ref::KvRowMut(layout, k_pool, pages, batch.positions[t], h);
+        uint8_t* vd = ref::KvRowMut(layout, v_pool, pages, batch.positions[t], h);
+        if (layout.dtype == KvDtype::kF16) {  // the vector conversion: same bits
+          k_->fp32_to_fp16(k + src, d, reinterpret_cast<uint16_t*>(kd));
+          k_->fp32_to_fp16(v + src, d, reinterpret_cast<uint16_t*>(vd));
+        } else {  // the shared encoder: every backend writes the same bytes
+          QuantizeKvRow(layout.dtype, k + src, d, kd);
+          QuantizeKvRow(layout.dtype, v + src, d, vd);
+        }
       }
     }
   }
 
+  // One work item = one token x one kv head (all its query heads), so each K/V row is
+  // decoded once per group of query heads.
   void PagedAttention(const KvLayout& layout, const AttentionBatch& batch, const float* q,
-                      int n_heads, const uint16_t* k_pool, const uint16_t* v_pool,
+                      int n_heads, const uint8_t* k_pool, const uint8_t* v_pool,
                       float* out) override {
     const int d = layout.head_dim;
-    auto* fn = (d % 8 == 0 && d <= cpu::kMaxVecHeadDim) ? k_->attention_head
-                                                         : cpu::ScalarKernels()->attention_head;
-    const int64_t items = static_cast<int64_t>(batch.n_tokens) * n_heads;
+    auto* fn = cpu::VectorAttentionSupported(layout) ? k_->attention_group
+                                                     : cpu::ScalarKernels()->attention_group;
+    const int n_kv = layout.n_kv_heads;
+    const int64_t items = static_cast<int64_t>(batch.n_tokens) * n_kv;
     int64_t work = 0;  // ~ positions attended in total, to decide on threading
     for (int t = 0; t < batch.n_tokens; ++t) work += batch.positions[t] + 1;
     const int64_t grain = std::max<int64_t>(1, items / (pool_.size() * 8));
+    const size_t tok_stride = static_cast<size_t>(n_heads) * d;
     Run(items, grain, work * n_heads * d >= 16384, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        const int t = static_cast<int>(i / n_heads), h = static_cast<int>(i % n_heads);
-        fn(layout, batch, t, h, n_heads, q + i * d, k_pool, v_pool, out + i * d);
+        const int t = static_cast<int>(i / n_kv), kvh = static_cast<int>(i % n_kv);
+        fn(layout, batch, t, kvh, n_heads, q + t * tok_stride, k_pool, v_pool,
+           out + t * tok_stride);
       }
     });
   }

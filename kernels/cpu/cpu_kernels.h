@@ -27,15 +27,23 @@ struct KernelTable {
   void (*silu_mul)(const float* gate, const float* up, int64_t count, float* y);
   // Round-to-nearest-even FP32 -> FP16 of `count` values.
   void (*fp32_to_fp16)(const float* x, int count, uint16_t* y);
-  // Attention of one query head of token t (see Backend::PagedAttention). Vector tables
-  // handle head_dim % 8 == 0 && head_dim <= kMaxVecHeadDim; other shapes use the scalar
-  // table's function.
-  void (*attention_head)(const KvLayout& l, const AttentionBatch& b, int t, int head,
-                         int n_heads, const float* q_head, const uint16_t* k_pool,
-                         const uint16_t* v_pool, float* out_head);
+  // Attention of token t for the n_heads / l.n_kv_heads query heads that read kv head
+  // `kv_head` (heads kv_head * g .. kv_head * g + g - 1; see Backend::PagedAttention).
+  // q_tok, out_tok: [n_heads, head_dim] of token t; only the group's heads are read and
+  // written. Vector tables handle VectorAttentionSupported(l) shapes; others use the
+  // scalar table's function.
+  void (*attention_group)(const KvLayout& l, const AttentionBatch& b, int t, int kv_head,
+                          int n_heads, const float* q_tok, const uint8_t* k_pool,
+                          const uint8_t* v_pool, float* out_tok);
 };
 
 inline constexpr int kMaxVecHeadDim = 256;
+
+// head_dim a multiple of 8 (of 16 for kInt4: two 8-lane halves) and at most kMaxVecHeadDim.
+inline bool VectorAttentionSupported(const KvLayout& l) {
+  const int mult = l.dtype == KvDtype::kInt4 ? 16 : 8;
+  return l.head_dim % mult == 0 && l.head_dim <= kMaxVecHeadDim;
+}
 
 const KernelTable* ScalarKernels();
 const KernelTable* Avx2Kernels();

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/reference_kernels.h"
+#include "kernels/kv_quant.h"
 
 namespace loom::kernels {
 namespace {
@@ -71,39 +72,39 @@ class ReferenceBackend final : public Backend {
   }
 
   void AppendKv(const KvLayout& layout, const AttentionBatch& batch, const float* k,
-                const float* v, uint16_t* k_pool, uint16_t* v_pool) override {
+                const float* v, uint8_t* k_pool, uint8_t* v_pool) override {
     const int d = layout.head_dim;
     for (int t = 0; t < batch.n_tokens; ++t) {
       const int32_t* pages = batch.page_table + batch.page_indptr[batch.seq_of_token[t]];
       for (int h = 0; h < layout.n_kv_heads; ++h) {
-        uint16_t* kd = ref::KvRowMut(layout, k_pool, pages, batch.positions[t], h);
-        uint16_t* vd = ref::KvRowMut(layout, v_pool, pages, batch.positions[t], h);
         const size_t src = (static_cast<size_t>(t) * layout.n_kv_heads + h) * d;
-        for (int i = 0; i < d; ++i) {
-          kd[i] = Fp32ToFp16(k[src + i]);
-          vd[i] = Fp32ToFp16(v[src + i]);
-        }
+        QuantizeKvRow(layout.dtype, k + src, d,
+                      ref::KvRowMut(layout, k_pool, pages, batch.positions[t], h));
+        QuantizeKvRow(layout.dtype, v + src, d,
+                      ref::KvRowMut(layout, v_pool, pages, batch.positions[t], h));
       }
     }
   }
 
   void PagedAttention(const KvLayout& layout, const AttentionBatch& batch, const float* q,
-                      int n_heads, const uint16_t* k_pool, const uint16_t* v_pool,
+                      int n_heads, const uint8_t* k_pool, const uint8_t* v_pool,
                       float* out) override {
     const int d = layout.head_dim;
+    if (row_.size() < static_cast<size_t>(d)) row_.resize(d);
     for (int t = 0; t < batch.n_tokens; ++t) {
       const size_t need = static_cast<size_t>(batch.positions[t]) + 1;
       if (scratch_.size() < need) scratch_.resize(need);
       for (int h = 0; h < n_heads; ++h) {
         const size_t off = (static_cast<size_t>(t) * n_heads + h) * d;
         ref::AttentionHead(layout, batch, t, h, n_heads, q + off, k_pool, v_pool,
-                           scratch_.data(), out + off);
+                           scratch_.data(), row_.data(), out + off);
       }
     }
   }
 
  private:
   std::vector<double> scratch_;
+  std::vector<float> row_;
 };
 
 }  // namespace

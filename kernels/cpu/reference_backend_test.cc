@@ -3,6 +3,7 @@
 #include "kernels/cpu/reference_backend.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -96,7 +97,7 @@ TEST(ReferenceBackendTest, RopeRotatesPairsByPositionTimesFrequency) {
 TEST(ReferenceBackendTest, AttentionWithEqualKeysAveragesValues) {
   auto be = CreateReferenceBackend();
   KvLayout l{2, 1, 8};
-  std::vector<uint16_t> kp(4 * l.page_elems()), vp(4 * l.page_elems());
+  std::vector<uint8_t> kp(4 * l.page_bytes()), vp(4 * l.page_bytes());
   const int32_t indptr[] = {0, 2};
   const int32_t table[] = {3, 1};
   const int n = 3;
@@ -104,7 +105,9 @@ TEST(ReferenceBackendTest, AttentionWithEqualKeysAveragesValues) {
   AttentionBatch b{n, seq, pos, indptr, table};
   std::vector<float> k(n * 8, 0.25f), v = RandomFloats(n * 8, 5);
   be->AppendKv(l, b, k.data(), v.data(), kp.data(), vp.data());
-  EXPECT_EQ(vp[3 * l.page_elems() + 1 * 8 + 2], Fp32ToFp16(v[1 * 8 + 2]));  // pos 1 -> page 3 slot 1
+  uint16_t stored;  // pos 1 -> page 3 slot 1, element 2
+  std::memcpy(&stored, vp.data() + 3 * l.page_bytes() + (1 * 8 + 2) * 2, 2);
+  EXPECT_EQ(stored, Fp32ToFp16(v[1 * 8 + 2]));
   const auto q = RandomFloats(n * 8, 6);
   std::vector<float> out(n * 8);
   be->PagedAttention(l, b, q.data(), 1, kp.data(), vp.data(), out.data());

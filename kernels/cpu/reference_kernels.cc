@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "kernels/kv_quant.h"
 
 namespace loom::kernels::ref {
 
@@ -115,8 +118,8 @@ void RopeHead(float* x, const float* cos_v, const float* sin_v, int head_dim,
 }
 
 void AttentionHead(const KvLayout& l, const AttentionBatch& b, int t, int head,
-                   int n_heads, const float* q_head, const uint16_t* k_pool,
-                   const uint16_t* v_pool, double* scratch, float* out_head) {
+                   int n_heads, const float* q_head, const uint8_t* k_pool,
+                   const uint8_t* v_pool, double* scratch, float* row, float* out_head) {
   const int d = l.head_dim;
   const int kv_head = head / (n_heads / l.n_kv_heads);
   const int32_t seq = b.seq_of_token[t];
@@ -125,9 +128,9 @@ void AttentionHead(const KvLayout& l, const AttentionBatch& b, int t, int head,
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   double mx = -std::numeric_limits<double>::infinity();
   for (int32_t p = 0; p <= last; ++p) {
-    const uint16_t* k = KvRow(l, k_pool, pages, p, kv_head);
+    DequantizeKvRow(l.dtype, KvRow(l, k_pool, pages, p, kv_head), d, row);
     double s = 0.0;
-    for (int i = 0; i < d; ++i) s += static_cast<double>(q_head[i]) * Fp16ToFp32(k[i]);
+    for (int i = 0; i < d; ++i) s += static_cast<double>(q_head[i]) * row[i];
     scratch[p] = s * scale;
     if (scratch[p] > mx) mx = scratch[p];
   }
@@ -136,13 +139,12 @@ void AttentionHead(const KvLayout& l, const AttentionBatch& b, int t, int head,
     scratch[p] = std::exp(scratch[p] - mx);
     denom += scratch[p];
   }
-  for (int i = 0; i < d; ++i) {
-    double acc = 0.0;
-    for (int32_t p = 0; p <= last; ++p) {
-      acc += scratch[p] * Fp16ToFp32(KvRow(l, v_pool, pages, p, kv_head)[i]);
-    }
-    out_head[i] = static_cast<float>(acc / denom);
+  std::vector<double> acc(d, 0.0);
+  for (int32_t p = 0; p <= last; ++p) {
+    DequantizeKvRow(l.dtype, KvRow(l, v_pool, pages, p, kv_head), d, row);
+    for (int i = 0; i < d; ++i) acc[i] += scratch[p] * row[i];
   }
+  for (int i = 0; i < d; ++i) out_head[i] = static_cast<float>(acc[i] / denom);
 }
 
 }  // namespace loom::kernels::ref

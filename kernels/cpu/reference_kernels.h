@@ -40,25 +40,26 @@ void RopeCosSin(int32_t pos, int head_dim, float theta, float* cos_out, float* s
 void RopeHead(float* x, const float* cos_v, const float* sin_v, int head_dim,
               bool adjacent_pairs);
 
-// Address of the K (or V) row [head_dim] of `kv_head` at absolute position `pos` of the
-// sequence whose page list starts at `pages`.
-inline const uint16_t* KvRow(const KvLayout& l, const uint16_t* pool, const int32_t* pages,
-                             int32_t pos, int kv_head) {
+// Address of the K (or V) row (layout.row_bytes() bytes, layout.dtype) of `kv_head` at
+// absolute position `pos` of the sequence whose page list starts at `pages`.
+inline const uint8_t* KvRow(const KvLayout& l, const uint8_t* pool, const int32_t* pages,
+                            int32_t pos, int kv_head) {
   const int64_t page = pages[pos / l.page_size];
   const int64_t slot = pos % l.page_size;
-  return pool + (page * l.page_size + slot) * l.n_kv_heads * l.head_dim +
-         static_cast<int64_t>(kv_head) * l.head_dim;
+  return pool + ((page * l.page_size + slot) * l.n_kv_heads + kv_head) *
+                    static_cast<int64_t>(l.row_bytes());
 }
-inline uint16_t* KvRowMut(const KvLayout& l, uint16_t* pool, const int32_t* pages,
-                          int32_t pos, int kv_head) {
-  return const_cast<uint16_t*>(KvRow(l, pool, pages, pos, kv_head));
+inline uint8_t* KvRowMut(const KvLayout& l, uint8_t* pool, const int32_t* pages, int32_t pos,
+                         int kv_head) {
+  return const_cast<uint8_t*>(KvRow(l, pool, pages, pos, kv_head));
 }
 
-// Attention of one query head of token t (two-pass softmax in double).
-// q_head, out_head: [head_dim]. scratch: at least positions[t] + 1 doubles.
+// Attention of one query head of token t (two-pass softmax in double) over the cached rows
+// decoded by DequantizeKvRow. q_head, out_head: [head_dim]. scratch: at least
+// positions[t] + 1 doubles. row: head_dim floats.
 void AttentionHead(const KvLayout& l, const AttentionBatch& b, int t, int head,
-                   int n_heads, const float* q_head, const uint16_t* k_pool,
-                   const uint16_t* v_pool, double* scratch, float* out_head);
+                   int n_heads, const float* q_head, const uint8_t* k_pool,
+                   const uint8_t* v_pool, double* scratch, float* row, float* out_head);
 
 }  // namespace loom::kernels::ref
 

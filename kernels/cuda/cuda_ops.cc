@@ -16,6 +16,10 @@ absl::Status CheckAttention(const char* op, const KvLayout& l, const AttentionBa
   if (l.page_size < 1 || l.n_kv_heads < 1 || l.head_dim < 1 || b.n_tokens < 0) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": bad layout or n_tokens"));
   }
+  if (l.dtype != KvDtype::kF16) {
+    return absl::UnimplementedError(absl::StrCat(
+        op, ": the CUDA KV cache holds FP16 rows only (int8/int4 caches run on the CPU)"));
+  }
   if (b.n_tokens > 0 && (b.seq_of_token == nullptr || b.positions == nullptr ||
                          b.page_indptr == nullptr || b.page_table == nullptr)) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": null batch array"));

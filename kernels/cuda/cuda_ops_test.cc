@@ -150,10 +150,13 @@ TEST(CudaOpsTest, AppendKvAndPagedAttentionMatchReference) {
       const std::vector<float> v = Random(size_t(n) * kv_width, 20 + step);
       const std::vector<float> q = Random(size_t(n) * q_width, 30 + step, 2.0f);
       AttentionBatch hb{n, seq.data(), pos.data(), indptr.data(), table.data()};
-      ref->AppendKv(layout, hb, k.data(), v.data(), k_pool.data(), v_pool.data());
+      // The host pools are FP16 rows: the reference sees them as bytes (KvLayout kF16).
+      ref->AppendKv(layout, hb, k.data(), v.data(), reinterpret_cast<uint8_t*>(k_pool.data()),
+                    reinterpret_cast<uint8_t*>(v_pool.data()));
       std::vector<float> want(size_t(n) * q_width);
-      ref->PagedAttention(layout, hb, q.data(), sh.n_heads, k_pool.data(), v_pool.data(),
-                          want.data());
+      ref->PagedAttention(layout, hb, q.data(), sh.n_heads,
+                          reinterpret_cast<const uint8_t*>(k_pool.data()),
+                          reinterpret_cast<const uint8_t*>(v_pool.data()), want.data());
 
       auto dseq = Dev(seq), dpos = Dev(pos);
       auto dk = Dev(k), dv = Dev(v), dq = Dev(q);

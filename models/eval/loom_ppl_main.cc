@@ -4,6 +4,7 @@
 //
 //   loom_ppl --text FILE [--model PATH] [--adapter PATH] [--context 512] [--stride 256]
 //            [--max_tokens 50000] [--threads 2] [--f32] [--add_bos] [--verbose]
+//            [--kv_dtype f16|int8|int4]
 //            [--quantized DIR [--scheme_override w4a8] [--verify_sha256] [--reference_atom]]
 //
 // With --quantized the base model (--model) supplies embeddings, norms and the output head
@@ -24,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/kv_quant.h"
 #include "models/eval/eval_model.h"
 #include "models/eval/perplexity.h"
 #include "models/llama/llama_model.h"
@@ -38,6 +40,7 @@ ABSL_FLAG(int, stride, 256, "window step in tokens (each window scores its last 
 ABSL_FLAG(int64_t, max_tokens, 50000, "use only the text's first N tokens");
 ABSL_FLAG(int, threads, 2, "CPU threads (0 = all)");
 ABSL_FLAG(bool, f32, false, "run the model with every weight dequantized to F32 in memory");
+ABSL_FLAG(std::string, kv_dtype, "f16", "KV cache rows: f16, int8 or int4 (asymmetric)");
 ABSL_FLAG(bool, add_bos, false, "replace each window's first token by BOS");
 ABSL_FLAG(bool, verbose, false, "print the running perplexity after each window");
 ABSL_FLAG(std::string, quantized, "", "loom-atom quantized checkpoint directory (overlay)");
@@ -94,6 +97,9 @@ absl::Status Run() {
   o.stride = absl::GetFlag(FLAGS_stride);
   o.max_tokens = absl::GetFlag(FLAGS_max_tokens);
   o.add_bos = absl::GetFlag(FLAGS_add_bos);
+  absl::StatusOr<kernels::KvDtype> kv_dtype = kernels::ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!kv_dtype.ok()) return kv_dtype.status();
+  o.kv_dtype = *kv_dtype;
   o.adapter = adapter_view.get();
   if (absl::GetFlag(FLAGS_verbose)) {
     o.on_window = [](int done, int total, double ppl) {
@@ -111,6 +117,7 @@ absl::Status Run() {
               static_cast<long long>(r->text_tokens));
   std::printf("window:           context %d, stride %d, add_bos %s\n", o.context, o.stride,
               o.add_bos ? "true" : "false");
+  std::printf("kv cache:         %s\n", std::string(kernels::KvDtypeName(o.kv_dtype)).c_str());
   std::printf("tokens used:      %lld (hash %016llx)\n", static_cast<long long>(r->tokens_used),
               static_cast<unsigned long long>(r->token_hash));
   std::printf("windows:          %zu\n", r->windows.size());

@@ -168,7 +168,8 @@ class LlamaLogits final : public WindowLogits {
 
 absl::StatusOr<std::unique_ptr<WindowLogits>> LlamaWindowLogits(const LlamaModel& model,
                                                                 int context,
-                                                                const AdapterWeights* adapter) {
+                                                                const AdapterWeights* adapter,
+                                                                kernels::KvDtype kv_dtype) {
   if (context < 2) return absl::InvalidArgumentError("LlamaWindowLogits: context must be >= 2");
   if (context > model.config().max_context) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -179,6 +180,7 @@ absl::StatusOr<std::unique_ptr<WindowLogits>> LlamaWindowLogits(const LlamaModel
   }
   KvCacheOptions kvo;
   kvo.budget_bytes = 0;
+  kvo.dtype = kv_dtype;
   kvo.n_pages = (context + kvo.page_size - 1) / kvo.page_size + 1;
   absl::StatusOr<std::unique_ptr<PagedKvCache>> kv = PagedKvCache::Create(model.config(), kvo);
   if (!kv.ok()) return kv.status();
@@ -199,7 +201,7 @@ absl::StatusOr<PerplexityResult> ComputePerplexity(const LlamaModel& model,
   absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(text, /*add_bos=*/false);
   if (!ids.ok()) return ids.status();
   absl::StatusOr<std::unique_ptr<WindowLogits>> src =
-      LlamaWindowLogits(model, o.context, o.adapter);
+      LlamaWindowLogits(model, o.context, o.adapter, o.kv_dtype);
   if (!src.ok()) return src.status();
   return ComputePerplexityOfTokens(*ids, **src, o);
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/backend.h"
 #include "models/llama/adapter_weights.h"
 #include "models/llama/llama_model.h"
 #include "models/tokenizer/tokenizer.h"
@@ -42,6 +43,8 @@ struct PerplexityOptions {
   // LoRA for every window; nullptr = base model. Used by ComputePerplexity (a WindowLogits
   // given to ComputePerplexityOfTokens carries its own).
   const AdapterWeights* adapter = nullptr;
+  // Element type of the KV cache the windows run with (FP16, INT8 or INT4-asymmetric).
+  kernels::KvDtype kv_dtype = kernels::KvDtype::kF16;
   bool add_bos = false;       // BOS replaces each window's first input token
   int32_t bos_id = -1;        // the BOS id (ComputePerplexity fills it from the tokenizer)
   // Called after each window (optional): windows done, total windows, running ppl.
@@ -107,7 +110,8 @@ absl::StatusOr<PerplexityResult> ComputePerplexityOfTokens(const std::vector<int
 // The Llama model as a WindowLogits (one sequence per window, its own small KV cache; the
 // window's prefix runs without logits, the scored part with all logits).
 absl::StatusOr<std::unique_ptr<WindowLogits>> LlamaWindowLogits(
-    const LlamaModel& model, int context, const AdapterWeights* adapter);
+    const LlamaModel& model, int context, const AdapterWeights* adapter,
+    kernels::KvDtype kv_dtype = kernels::KvDtype::kF16);
 
 // Tokenizes `text` (Encode: untrusted text, no special tokens; no BOS) and runs the method.
 // FailedPrecondition when an adapter is given but the model has no LoRA kernels, or add_bos

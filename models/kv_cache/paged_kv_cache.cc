@@ -6,12 +6,12 @@ namespace loom {
 
 PagedKvCache::PagedKvCache(kernels::KvLayout layout, int n_layers, int32_t n_pages)
     : layout_(layout), allocator_(n_pages) {
-  const size_t elems = layout_.page_elems() * static_cast<size_t>(n_pages);
+  const size_t bytes = layout_.page_bytes() * static_cast<size_t>(n_pages);
   k_.resize(n_layers);
   v_.resize(n_layers);
   for (int l = 0; l < n_layers; ++l) {
-    k_[l].assign(elems, 0);
-    v_[l].assign(elems, 0);
+    k_[l].assign(bytes, 0);
+    v_[l].assign(bytes, 0);
   }
 }
 
@@ -25,8 +25,17 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(
   layout.page_size = options.page_size;
   layout.n_kv_heads = config.n_kv_heads;
   layout.head_dim = config.head_dim;
-  const size_t page_bytes = layout.page_elems() * 2 /*K,V*/ * sizeof(uint16_t) *
-                            static_cast<size_t>(config.n_layers);
+  layout.dtype = options.dtype;
+  if (options.dtype != kernels::KvDtype::kF16 && config.head_dim > 4096) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "KV cache: quantized rows need head_dim <= 4096 (the model has %d)", config.head_dim));
+  }
+  if (options.dtype == kernels::KvDtype::kInt4 && config.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "KV cache: int4 needs an even head_dim (the model has %d)", config.head_dim));
+  }
+  const size_t page_bytes =
+      layout.page_bytes() * 2 /*K,V*/ * static_cast<size_t>(config.n_layers);
   int64_t n_pages = options.n_pages;
   if (n_pages == 0) n_pages = static_cast<int64_t>(options.budget_bytes / page_bytes);
   if (n_pages <= 0 || n_pages > (int64_t{1} << 30)) {
@@ -39,8 +48,7 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(
 }
 
 size_t PagedKvCache::bytes_per_token() const {
-  return static_cast<size_t>(layout_.n_kv_heads) * layout_.head_dim * 2 * sizeof(uint16_t) *
-         k_.size();
+  return static_cast<size_t>(layout_.n_kv_heads) * layout_.row_bytes() * 2 * k_.size();
 }
 
 int32_t PagedKvCache::NewSequence() {

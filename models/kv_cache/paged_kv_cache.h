@@ -1,7 +1,7 @@
-// The paged KV cache of one model replica: per layer, a K pool and a V pool of FP16 pages
-// laid out [n_pages][page_size][n_kv_heads][head_dim] (kernels::KvLayout), a page
-// allocator, and one page list per sequence slot. Not thread-safe: owned by one engine
-// thread.
+// The paged KV cache of one model replica: per layer, a K pool and a V pool of pages laid
+// out [n_pages][page_size][n_kv_heads][row] (kernels::KvLayout; rows in FP16, INT8 or
+// INT4-asymmetric), a page allocator, and one page list per sequence slot. Not
+// thread-safe: owned by one engine thread.
 #ifndef LOOM_MODELS_KV_CACHE_PAGED_KV_CACHE_H_
 #define LOOM_MODELS_KV_CACHE_PAGED_KV_CACHE_H_
 
@@ -18,6 +18,9 @@ namespace loom {
 
 struct KvCacheOptions {
   int page_size = 16;
+  // Element type of the cached rows (kernels/backend.h): kInt8 holds 1.9x and kInt4 3.6x
+  // the FP16 tokens in the same budget (head_dim 64).
+  kernels::KvDtype dtype = kernels::KvDtype::kF16;
   // Pool size; when 0, derived from budget_bytes.
   int32_t n_pages = 0;
   size_t budget_bytes = size_t{512} << 20;
@@ -34,8 +37,8 @@ class PagedKvCache {
   // Bytes of K+V for one token over all layers.
   size_t bytes_per_token() const;
 
-  uint16_t* k_pool(int layer) { return k_[layer].data(); }
-  uint16_t* v_pool(int layer) { return v_[layer].data(); }
+  uint8_t* k_pool(int layer) { return k_[layer].data(); }
+  uint8_t* v_pool(int layer) { return v_[layer].data(); }
 
   // Sequence slots: a slot holds the pages of one sequence.
   int32_t NewSequence();
@@ -53,7 +56,7 @@ class PagedKvCache {
 
   kernels::KvLayout layout_;
   PageAllocator allocator_;
-  std::vector<std::vector<uint16_t>> k_, v_;  // [layer] -> pool
+  std::vector<std::vector<uint8_t>> k_, v_;  // [layer] -> pool
   std::vector<std::vector<int32_t>> seqs_;    // [slot] -> pages in position order
   std::vector<bool> slot_used_;
   std::vector<int32_t> free_slots_;

@@ -1,6 +1,8 @@
 #include "models/kv_cache/paged_kv_cache.h"
 
 #include <set>
+#include <string>
+#include <tuple>
 
 #include "gtest/gtest.h"
 
@@ -63,6 +65,30 @@ TEST(PagedKvCacheTest, BudgetDerivesPageCount) {
   EXPECT_EQ((*cache)->allocator().total_pages(), 5);
   o.budget_bytes = 10;
   EXPECT_FALSE(PagedKvCache::Create(TinyConfig(), o).ok());
+}
+
+// The same budget holds more pages of quantized rows: head_dim 8 -> FP16 rows of 16
+// bytes, INT8 rows of 2 + 8 = 10, INT4 rows of 4 + 4 = 8.
+TEST(PagedKvCacheTest, QuantizedRowsFitMorePagesInABudget) {
+  KvCacheOptions o;
+  o.budget_bytes = 16 * 2 * 16 * 2 * 2 * 20;  // 20 FP16 pages of (K+V) x 2 layers
+  for (auto [dtype, row, pages] : {std::tuple{kernels::KvDtype::kF16, 16, 20},
+                                   std::tuple{kernels::KvDtype::kInt8, 10, 32},
+                                   std::tuple{kernels::KvDtype::kInt4, 8, 40}}) {
+    o.dtype = dtype;
+    auto cache = PagedKvCache::Create(TinyConfig(), o);
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    EXPECT_EQ((*cache)->layout().row_bytes(), static_cast<size_t>(row));
+    EXPECT_EQ((*cache)->allocator().total_pages(), pages);
+    EXPECT_EQ((*cache)->bytes_per_token(), static_cast<size_t>(row) * 2 * 2 * 2);
+    EXPECT_EQ((*cache)->layout().dtype, dtype);
+  }
+  LlamaConfig odd = TinyConfig();
+  odd.head_dim = 7;
+  o.dtype = kernels::KvDtype::kInt4;
+  const auto refused = PagedKvCache::Create(odd, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("even head_dim"), std::string::npos);
 }
 
 }  // namespace

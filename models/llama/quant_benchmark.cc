@@ -27,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/kv_quant.h"
 #include "models/eval/eval_model.h"
 #include "models/kv_cache/paged_kv_cache.h"
 #include "models/llama/bench_runner.h"
@@ -43,6 +44,7 @@ ABSL_FLAG(int, runs, 3, "measured runs per configuration (median reported)");
 ABSL_FLAG(int, threads, 2, "CPU threads");
 ABSL_FLAG(int, token_budget, 512, "max tokens per prefill step");
 ABSL_FLAG(uint32_t, seed, 1, "prompt token seed");
+ABSL_FLAG(std::string, kv_cache_dtype, "f16", "KV cache rows: f16, int8 or int4");
 ABSL_FLAG(std::string, json_out, "", "also write the JSON line to this file");
 
 namespace loom {
@@ -62,6 +64,10 @@ absl::Status Measure(const std::string& name, const EvalModelOptions& o,
   const LlamaModel& model = *(*m)->model;
   const int steps = absl::GetFlag(FLAGS_decode_steps), runs = absl::GetFlag(FLAGS_runs);
   KvCacheOptions kvo;
+  absl::StatusOr<kernels::KvDtype> kv_dtype =
+      kernels::ParseKvDtype(absl::GetFlag(FLAGS_kv_cache_dtype));
+  if (!kv_dtype.ok()) return kv_dtype.status();
+  kvo.dtype = *kv_dtype;
   kvo.n_pages = bench::PagesFor(configs, steps, kvo.page_size);
   absl::StatusOr<std::unique_ptr<PagedKvCache>> kv = PagedKvCache::Create(model.config(), kvo);
   if (!kv.ok()) return kv.status();
@@ -154,9 +160,9 @@ absl::Status Main() {
   }
   const std::string line = absl::StrFormat(
       "{\"impl\":\"loom\",\"threads\":%d,\"token_budget\":%d,\"decode_steps\":%d,\"runs\":%d,"
-      "\"results\":[%s]}",
+      "\"kv_cache_dtype\":\"%s\",\"results\":[%s]}",
       threads, absl::GetFlag(FLAGS_token_budget), absl::GetFlag(FLAGS_decode_steps),
-      absl::GetFlag(FLAGS_runs), absl::StrJoin(json, ","));
+      absl::GetFlag(FLAGS_runs), absl::GetFlag(FLAGS_kv_cache_dtype), absl::StrJoin(json, ","));
   absl::PrintF("%s\n", line);
   if (const std::string out = absl::GetFlag(FLAGS_json_out); !out.empty()) {
     FILE* f = std::fopen(out.c_str(), "w");

@@ -53,6 +53,7 @@ Engine::Engine(const LlamaModel* model, const Tokenizer* tokenizer, AdapterStore
       kv_(std::move(kv)) {
   absl::MutexLock l(&mu_);
   stats_.kv_pages_total = kv_->allocator().total_pages();
+  stats_.kv_dtype = kv_->layout().dtype;
   stats_.max_context = max_context_;
 }
 

@@ -47,6 +47,7 @@ struct EngineStats {
   int waiting = 0;
   int32_t kv_pages_used = 0;
   int32_t kv_pages_total = 0;
+  kernels::KvDtype kv_dtype = kernels::KvDtype::kF16;  // element type of the cached rows
   int64_t preemptions = 0;
   int64_t steps = 0;
   int last_batch_tokens = 0;

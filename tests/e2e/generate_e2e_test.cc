@@ -140,6 +140,37 @@ TEST_F(GenerateE2eTest, PreemptionUnderATinyKvBudgetKeepsEveryStreamExact) {
   EXPECT_EQ((*loomd)->Stop(), 0) << (*loomd)->Log();
 }
 
+// The same preemption run over an INT8 KV cache: 12 pages now cost 66/128 of the FP16
+// bytes, GetStatus names the dtype, and every stream still equals its run alone on the
+// same (INT8) daemon: quantized rows are written and read deterministically, so
+// recomputation after preemption gives back the same cache.
+TEST_F(GenerateE2eTest, Int8KvCachePreemptionKeepsEveryStreamExact) {
+  constexpr int kN = 12, kTokens = 24;
+  auto probe = LoomdProcess::Start(Flags({"--kv_cache_dtype=int8"}));
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  const std::vector<GenerateResult> alone = RunAlone((*probe)->Client().get(), kN, kTokens);
+  EXPECT_EQ((*probe)->Stop(), 0);
+
+  // 30 layers * (K, V) * 3 kv heads * (2-byte scale + 64 int8).
+  const int64_t bytes_per_token = 30 * 2 * 3 * (2 + 64);
+  auto loomd = LoomdProcess::Start(Flags({"--kv_cache_dtype=int8",
+                                          absl::StrCat("--kv_bytes=", 12 * 16 * bytes_per_token)}));
+  ASSERT_TRUE(loomd.ok()) << loomd.status();
+  ExpectSame(alone, RunConcurrently((*loomd)->Client().get(), kN, kTokens), kTokens);
+  absl::StatusOr<v1::GetStatusResponse> st = (*loomd)->AdminClient()->GetStatus();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->kv_pages_used() + st->kv_pages_free(), 12);
+  EXPECT_EQ(st->workers(0).kv_cache_dtype(), "int8");
+  EXPECT_GT(st->workers(0).preemptions(), 0) << "the KV budget did not force preemption";
+  EXPECT_EQ((*loomd)->Stop(), 0) << (*loomd)->Log();
+
+  // An unknown dtype is refused at start with a message naming the flag.
+  auto bad = LoomdProcess::Start(Flags({"--kv_cache_dtype=fp8"}), absl::Seconds(30));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("kv_cache_dtype"), std::string::npos)
+      << bad.status();
+}
+
 TEST_F(GenerateE2eTest, CancellingMidStreamFreesKvPages) {
   auto loomd = LoomdProcess::Start(Flags());
   ASSERT_TRUE(loomd.ok()) << loomd.status();
