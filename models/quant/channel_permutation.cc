@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/quant/weight_packing.h"
 
 namespace loom::quant {
 
@@ -34,6 +35,40 @@ absl::StatusOr<std::vector<int32_t>> OutlierPermutation(const std::vector<double
   for (int i = 0; i < k; ++i) if (!outlier[i]) perm.push_back(i);
   for (int i = 0; i < k; ++i) if (outlier[i]) perm.push_back(i);
   return perm;
+}
+
+absl::StatusOr<std::vector<double>> OwqScores(
+    const std::vector<double>& energy, const std::vector<std::pair<const float*, int64_t>>& weights,
+    int group, int bits) {
+  const int k = static_cast<int>(energy.size());
+  if (k == 0) return absl::InvalidArgumentError("OWQ scores: empty energy vector");
+  if (group <= 0) return absl::InvalidArgumentError(absl::StrCat("OWQ scores: group ", group));
+  if (weights.empty()) return absl::InvalidArgumentError("OWQ scores: no weights");
+  for (int i = 0; i < k; ++i) {
+    if (!std::isfinite(energy[i]) || energy[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("OWQ scores: channel ", i, " has energy ", energy[i]));
+    }
+  }
+  const float qmax = static_cast<float>(kernels::quant::QMax(bits));
+  std::vector<double> err(k, 0.0);
+  for (const auto& [w, rows] : weights) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* wr = w + r * k;
+      for (int j0 = 0; j0 < k; j0 += group) {
+        const int n = std::min(group, k - j0);
+        const float absmax = kernels::quant::AbsMax(wr + j0, n);
+        const float inv = absmax > 0 ? qmax / absmax : 0.0f, s = absmax / qmax;
+        for (int j = j0; j < j0 + n; ++j) {
+          const float q = std::clamp(std::nearbyint(wr[j] * inv), -qmax, qmax);
+          const double d = static_cast<double>(wr[j]) - static_cast<double>(q) * s;
+          err[j] += d * d;
+        }
+      }
+    }
+  }
+  for (int j = 0; j < k; ++j) err[j] *= energy[j];
+  return err;
 }
 
 bool IsPermutation(const int32_t* perm, int64_t k) {

@@ -1,6 +1,8 @@
 #include "models/quant/channel_permutation.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <random>
 #include <vector>
 
@@ -71,6 +73,58 @@ std::vector<double> Ffn(const std::vector<float>& x, const std::vector<float>& g
 
 // Folding: permuted input x permuted columns = original; gate/up rows permuted by down's
 // input order make silu(gate)*up come out in that order, bit for bit.
+// OwqScores = energy_j * sum over weights and rows of the RTN error of w[r, j], the RTN
+// taken per (row, group of consecutive channels) by kernels/quant's reference rule.
+TEST(OwqScoresTest, MatchesTheDefinition) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> g(0, 0.05f);
+  const int k = 40, group = 16;  // last group: 8 channels
+  std::vector<float> a(3 * k), b(5 * k);
+  for (float& v : a) v = g(rng);
+  for (float& v : b) v = g(rng);
+  std::vector<double> energy(k);
+  for (int j = 0; j < k; ++j) energy[j] = 0.5 + j % 7;
+  auto got = OwqScores(energy, {{a.data(), 3}, {b.data(), 5}}, group, 4);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<double> want(k, 0.0);
+  for (const auto& [w, rows] : {std::pair<const float*, int>{a.data(), 3}, {b.data(), 5}}) {
+    for (int r = 0; r < rows; ++r) {
+      for (int j0 = 0; j0 < k; j0 += group) {
+        const int n = std::min(group, k - j0);
+        std::vector<int8_t> q(n);
+        const float* x = w + r * k + j0;
+        const float s = kernels::quant::QuantizeSymmetricRow(x, n, kernels::quant::AbsMax(x, n), 4, q.data());
+        for (int i = 0; i < n; ++i) {
+          const double d = double{x[i]} - double{q[i]} * s;
+          want[j0 + i] += d * d;
+        }
+      }
+    }
+  }
+  for (int j = 0; j < k; ++j) EXPECT_NEAR((*got)[j], energy[j] * want[j], 1e-12 * (1 + want[j])) << j;
+  EXPECT_FALSE(OwqScores({}, {{a.data(), 3}}, group, 4).ok());
+  EXPECT_FALSE(OwqScores(energy, {}, group, 4).ok());
+  EXPECT_FALSE(OwqScores(energy, {{a.data(), 3}}, 0, 4).ok());
+  energy[3] = NAN;
+  EXPECT_FALSE(OwqScores(energy, {{a.data(), 3}}, group, 4).ok());
+}
+
+// A channel of high energy whose weights quantize exactly (a multiple of the group's
+// step) is no OWQ outlier; a lower-energy channel with a large rounding error is.
+TEST(OwqScoresTest, PrefersCostlyChannelsOverMerelyLoudOnes) {
+  const int k = 8;
+  // One row, one group of 8: absmax 0.7 -> step 0.1. Channel 0 (energy 100) sits on the
+  // grid; channel 5 (energy 2) is half a step off it.
+  std::vector<float> w = {0.3f, 0.1f, -0.2f, 0.7f, 0.0f, 0.45f, -0.1f, 0.2f};
+  std::vector<double> energy = {100, 1, 1, 1, 1, 2, 1, 1};
+  auto s = OwqScores(energy, {{w.data(), 1}}, 8, 4);
+  ASSERT_TRUE(s.ok());
+  auto perm = OutlierPermutation(*s, 1);
+  ASSERT_TRUE(perm.ok());
+  EXPECT_EQ(perm->back(), 5);
+  EXPECT_EQ(OutlierPermutation(energy, 1)->back(), 0);
+}
+
 TEST(PermutationFoldingTest, PreservesTheFeedForwardFunction) {
   const int h = 24, m = 40;
   std::mt19937 rng(7);

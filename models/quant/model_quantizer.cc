@@ -40,6 +40,28 @@ void AccumulateOutputError(const std::vector<float>& w, const kernels::quant::At
   }
 }
 
+// OwqScores over the projections of `layer` that read activation a (base order).
+absl::StatusOr<std::vector<double>> OwqLayerScores(const ModelSource& f32, int layer, int a,
+                                                   const std::vector<double>& energy,
+                                                   const QuantizedCheckpointMeta& meta) {
+  std::vector<std::pair<const float*, int64_t>> ws;
+  const int64_t k = static_cast<int64_t>(energy.size());
+  for (int p = 0; p < kNumQuantProjections; ++p) {
+    const auto proj = static_cast<QuantProjection>(p);
+    if (static_cast<int>(InputOf(proj)) != a) continue;
+    const std::string name = BaseWeightName(layer, proj);
+    absl::StatusOr<const WeightTensor*> t = f32.Tensor(name);
+    if (!t.ok()) return absl::InvalidArgumentError(std::string(t.status().message()));
+    const WeightTensor& w = **t;
+    if (w.dtype != DType::kF32 || w.shape.size() != 2 || w.shape[1] != k || w.shape[0] <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": expected an F32 [rows, ", k, "] weight for OWQ scores"));
+    }
+    ws.push_back({reinterpret_cast<const float*>(w.data), w.shape[0]});
+  }
+  return OwqScores(energy, ws, meta.group_size, meta.weight_bits);
+}
+
 }  // namespace
 
 QuantizedCheckpointMeta MetaFor(const QuantOptions& o, const OutlierCounts& outliers,
@@ -55,6 +77,7 @@ QuantizedCheckpointMeta MetaFor(const QuantOptions& o, const OutlierCounts& outl
   m.gptq_options = {o.gptq_damp, o.gptq_act_order, o.gptq_static_groups,
                     o.gptq_hessian_scale_search};
   m.w4_full_range = o.w4_full_range;
+  m.outlier_selection = o.outlier_selection;
   m.n_layers = n_layers;
   return m;
 }
@@ -76,7 +99,13 @@ absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
   std::array<std::vector<double>, kNumQuantActivations> energy;
   std::array<std::optional<GptqFactor>, kNumQuantActivations> factor;
   for (int a = 0; a < kNumQuantActivations; ++a) {
-    absl::StatusOr<std::vector<int32_t>> perm = OutlierPermutation(act[a].energy, meta.outliers[a]);
+    std::vector<double> score = act[a].energy;
+    if (o.outlier_selection == "owq") {
+      absl::StatusOr<std::vector<double>> s = OwqLayerScores(f32, layer, a, act[a].energy, meta);
+      if (!s.ok()) return s.status();
+      score = *std::move(s);
+    }
+    absl::StatusOr<std::vector<int32_t>> perm = OutlierPermutation(score, meta.outliers[a]);
     if (!perm.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "layer ", layer, " ", QuantActivationName(static_cast<QuantActivation>(a)), ": ",

@@ -257,6 +257,7 @@ TEST(PipelineTest, QuantizesAndRerunsFromTheCache) {
   r.options.gptq_act_order = true;
   r.options.w4_full_range = true;
   r.options.gptq_damp = 0.05;
+  r.options.outlier_selection = "owq";
   r.out_dir = Temp("full_act_order");
   auto act = QuantizeToCheckpoint(r, nullptr);
   ASSERT_TRUE(act.ok()) << act.status();
@@ -266,6 +267,8 @@ TEST(PipelineTest, QuantizesAndRerunsFromTheCache) {
   EXPECT_FALSE(ck_act->meta().gptq_options.static_groups);
   EXPECT_EQ(ck_act->meta().gptq_options.damp, 0.05);
   EXPECT_TRUE(ck_act->meta().w4_full_range);
+  EXPECT_EQ(ck_act->meta().outlier_selection, "owq");
+  r.options.outlier_selection = "energy";
   r.options.gptq_act_order = r.options.w4_full_range = false;
   r.options.gptq_damp = 0.01;
   r.options.gptq_static_groups = true;

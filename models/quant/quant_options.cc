@@ -68,4 +68,10 @@ absl::Status ValidateGptqOptions(const QuantOptions& o) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateOutlierSelection(const std::string& s) {
+  if (s == "energy" || s == "owq") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("outlier selection '", s, "' is not 'energy' or 'owq'"));
+}
+
 }  // namespace loom::quant

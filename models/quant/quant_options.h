@@ -3,6 +3,7 @@
 #define LOOM_MODELS_QUANT_QUANT_OPTIONS_H_
 
 #include <array>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "kernels/quant/atom_format.h"
@@ -25,6 +26,9 @@ struct QuantOptions {
   bool gptq_static_groups = false;    // gptq.h: group scales fixed before the sweep
   bool gptq_hessian_scale_search = false;  // gptq.h: GPTQ-loss scale search per group
   bool w4_full_range = false;  // 4-bit weight codes in [-8, 7] instead of [-7, 7]
+  // Which channels become outliers: "energy" (Atom: highest sum x^2) or "owq" (highest
+  // energy * low-bit weight error, channel_permutation.h OwqScores).
+  std::string outlier_selection = "energy";
   int threads = 1;
 };
 
@@ -46,6 +50,9 @@ absl::Status ValidateClipSearch(const ClipSearchMeta& c);
 // the Hessian scale search combined with act order or static groups (it needs each
 // group's columns contiguous in the sweep and the scale chosen when the sweep gets there).
 absl::Status ValidateGptqOptions(const QuantOptions& o);
+
+// InvalidArgument unless outlier_selection is "energy" or "owq".
+absl::Status ValidateOutlierSelection(const std::string& s);
 
 }  // namespace loom::quant
 

@@ -63,6 +63,13 @@ TEST(ValidateClipSearchTest, Ranges) {
   EXPECT_FALSE(ValidateClipSearch({true, 0.5, 0}).ok());
 }
 
+TEST(ValidateOutlierSelectionTest, Names) {
+  EXPECT_TRUE(ValidateOutlierSelection("energy").ok());
+  EXPECT_TRUE(ValidateOutlierSelection("owq").ok());
+  EXPECT_FALSE(ValidateOutlierSelection("awq").ok());
+  EXPECT_FALSE(ValidateOutlierSelection("").ok());
+}
+
 TEST(ValidateGptqOptionsTest, Combinations) {
   QuantOptions o;
   EXPECT_TRUE(ValidateGptqOptions(o).ok());

@@ -52,6 +52,7 @@ absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
   const QuantOptions& o = r.options;
   if (absl::Status s = ValidateClipSearch(o.clip_search); !s.ok()) return s;
   if (absl::Status s = ValidateGptqOptions(o); !s.ok()) return s;
+  if (absl::Status s = ValidateOutlierSelection(o.outlier_selection); !s.ok()) return s;
   if (r.out_dir.empty()) return absl::InvalidArgumentError("no output directory given");
   if (std::filesystem::path(r.calibration_text).filename() == "heldout.txt") {
     return absl::InvalidArgumentError(

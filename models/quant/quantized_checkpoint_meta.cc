@@ -75,6 +75,7 @@ json QuantizedCheckpointMeta::ToJson() const {
         {"static_groups", gptq_options.static_groups},
         {"hessian_scale_search", gptq_options.hessian_scale_search}}},
       {"w4_full_range", w4_full_range},
+      {"outlier_selection", outlier_selection},
       {"base_model",
        {{"path", base_model.path}, {"sha256", base_model.sha256}, {"bytes", base_model.bytes}}},
       {"calibration",
@@ -176,6 +177,14 @@ absl::Status ParseMethod(const json& j, QuantizedCheckpointMeta* m) {
     auto fr = Field(j, "", "w4_full_range", is_bool, "a boolean");
     if (!fr.ok()) return fr.status();
     m->w4_full_range = (*fr)->get<bool>();
+  }
+  if (j.contains("outlier_selection")) {
+    auto sel = Str(j, "", "outlier_selection");
+    if (!sel.ok()) return sel.status();
+    if (*sel != "energy" && *sel != "owq") {
+      return Bad("outlier_selection '" + *sel + "' is not 'energy' or 'owq'");
+    }
+    m->outlier_selection = *sel;
   }
   return absl::OkStatus();
 }

@@ -47,6 +47,7 @@ QuantizedCheckpointMeta SmallMeta(QuantScheme scheme) {
   m.gptq = true;
   m.gptq_options = {0.05, true, true, false};
   m.w4_full_range = true;
+  m.outlier_selection = "owq";
   m.base_model = {"/models/base.gguf", std::string(64, 'a'), 1234};
   m.calibration = {"/text/calibration.txt", std::string(64, 'b'), 4, 16, "synthetic"};
   m.n_layers = 2;
@@ -199,6 +200,7 @@ TEST_F(ReaderRefusalTest, OlderJsonWithoutGptqOptionsOpens) {
   nlohmann::json j = json_;
   j.erase("gptq_options");
   j.erase("w4_full_range");
+  j.erase("outlier_selection");
   WriteJson(j);
   absl::StatusOr<QuantizedCheckpoint> c = QuantizedCheckpoint::Open(dir_);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -207,6 +209,7 @@ TEST_F(ReaderRefusalTest, OlderJsonWithoutGptqOptionsOpens) {
   EXPECT_FALSE(c->meta().gptq_options.static_groups);
   EXPECT_FALSE(c->meta().gptq_options.hessian_scale_search);
   EXPECT_FALSE(c->meta().w4_full_range);
+  EXPECT_EQ(c->meta().outlier_selection, "energy");
 }
 
 TEST_F(ReaderRefusalTest, MissingFiles) {
@@ -240,6 +243,7 @@ TEST_F(ReaderRefusalTest, JsonFields) {
       {[](nlohmann::json& j) { j["gptq_options"]["act_order"] = "yes"; },
        "'gptq_options.act_order' must be a boolean"},
       {[](nlohmann::json& j) { j["w4_full_range"] = 1; }, "'w4_full_range' must be a boolean"},
+      {[](nlohmann::json& j) { j["outlier_selection"] = "awq"; }, "outlier_selection 'awq'"},
       {[](nlohmann::json& j) { j["base_model"].erase("sha256"); }, "base_model.sha256"},
       {[](nlohmann::json& j) { j["calibration"] = "x"; }, "'calibration' must be an object"},
       {[](nlohmann::json& j) { j["n_layers"] = 3; }, "missing tensor blk.2.attn_norm.perm"},
