@@ -12,6 +12,7 @@
 #include "kernels/quant/weight_packing.h"
 #include "models/quant/clip_search.h"
 #include "models/quant/linear_quantizer.h"
+#include "models/quant/scale_refit.h"
 
 namespace loom::quant {
 namespace {
@@ -87,6 +88,7 @@ double OutputError(const Problem& p, const std::vector<float>& w, const AtomWeig
 struct Setting {
   const GptqFactor* f = nullptr;
   bool static_groups = false, hessian = false, full_range = false;
+  const double* refit_h = nullptr;  // refit_scales against this Hessian
   std::vector<float> ratios = ClipRatios({true, 0.5, 20});
 };
 
@@ -100,6 +102,8 @@ AtomWeight Quantize(const std::vector<float>& w, int rows, const QuantSpec& s, c
   in.gptq_static_groups = r.static_groups;
   in.gptq_hessian_scale_search = r.hessian;
   in.full_range = r.full_range;
+  in.refit_scales = r.refit_h != nullptr;
+  in.hessian = r.refit_h;
   in.threads = 2;
   absl::StatusOr<AtomWeight> q = QuantizeLinear(in);
   EXPECT_TRUE(q.ok()) << q.status();
@@ -322,6 +326,77 @@ TEST(FullRangeTest, GptqFullRangeRoundTripsAndHelpsWithActOrder) {
       EXPECT_LT(e_full, e_sym) << seed << " " << outliers;
     }
   }
+}
+
+// Per-row output error (w_r - d_r)^T H (w_r - d_r).
+std::vector<double> RowErrors(const Problem& p, const std::vector<float>& w, const AtomWeight& q) {
+  const std::vector<float> wq = kernels::quant::DequantizeWeight(q.view());
+  const int k = p.k;
+  std::vector<double> out(q.rows, 0.0);
+  for (int64_t r = 0; r < q.rows; ++r) {
+    std::vector<double> d(k);
+    for (int j = 0; j < k; ++j) d[j] = double{w[r * k + j]} - wq[r * k + j];
+    for (int i = 0; i < k; ++i) {
+      double a = 0;
+      for (int j = 0; j < k; ++j) a += p.h[i * k + j] * d[j];
+      out[r] += d[i] * a;
+    }
+  }
+  return out;
+}
+
+// The least-squares scale refit keeps every code, never raises a row's output error, and
+// lowers the total after RTN and after GPTQ (plain and full range).
+TEST(ScaleRefitTest, KeepsCodesAndLowersEveryRowsError) {
+  const Problem p = MakeProblem(128, 1024, 37);
+  const int rows = 24;
+  const std::vector<float> w = Weights(rows * p.k, 41);
+  const GptqFactor f = *PrepareGptq(p.h, p.k, 0.01);
+  for (int outliers : {0, 32}) {
+    const QuantSpec s = Spec(p.k, outliers, 32);
+    for (int method = 0; method < 3; ++method) {
+      Setting base;
+      if (method > 0) base.f = &f;
+      base.full_range = method == 2;
+      Setting refit = base;
+      refit.refit_h = p.h.data();
+      const AtomWeight a = Quantize(w, rows, s, base), b = Quantize(w, rows, s, refit);
+      EXPECT_EQ(a.q, b.q);
+      EXPECT_EQ(a.q_outlier, b.q_outlier);
+      const std::vector<double> ea = RowErrors(p, w, a), eb = RowErrors(p, w, b);
+      double ta = 0, tb = 0;
+      for (int r = 0; r < rows; ++r) {
+        EXPECT_LE(eb[r], ea[r] * (1 + 1e-9)) << "row " << r;
+        ta += ea[r];
+        tb += eb[r];
+      }
+      for (float sc : b.scales) EXPECT_GE(sc, 0.0f);
+      std::printf("outliers %d method %d: error %.4g -> refit %.4g\n", outliers, method, ta, tb);
+      EXPECT_LT(tb, 0.99 * ta);
+    }
+  }
+}
+
+// A row that its codes represent exactly (w = q * s per group) keeps its scales.
+TEST(ScaleRefitTest, ExactRowIsAFixedPoint) {
+  const Problem p = MakeProblem(64, 256, 43);
+  const QuantSpec s = Spec(64, 16, 16);
+  std::vector<int8_t> q(s.k_normal_padded()), qo(16);
+  std::vector<float> scales = {0.01f, 0.02f, 0.005f}, w(64);
+  float os = 0.001f;
+  std::mt19937 rng(3);
+  for (int j = 0; j < 48; ++j) {
+    q[j] = static_cast<int8_t>(static_cast<int>(rng() % 15) - 7);
+    w[j] = q[j] * scales[j / 16];
+  }
+  for (int j = 0; j < 16; ++j) {
+    qo[j] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    w[48 + j] = qo[j] * os;
+  }
+  const std::vector<float> before = scales;
+  RefitRowScales(w.data(), p.h.data(), s, q.data(), qo.data(), scales.data(), &os);
+  for (int a = 0; a < 3; ++a) EXPECT_NEAR(scales[a], before[a], 1e-6f * before[a]);
+  EXPECT_NEAR(os, 0.001f, 1e-9f);
 }
 
 }  // namespace

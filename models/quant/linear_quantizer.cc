@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "models/quant/clip_search.h"
+#include "models/quant/scale_refit.h"
 
 namespace loom::quant {
 namespace {
@@ -45,6 +46,7 @@ void QuantizeRows(const LinearQuantInput& in, int64_t r0, int64_t r1, AtomWeight
             w + kn, s.n_outliers, kernels::quant::AbsMax(w + kn, s.n_outliers), 8, qo);
       }
     }
+    if (in.refit_scales) RefitRowScales(w, in.hessian, s, q.data(), qo, scales, os);
     kernels::quant::PackNormalRow(q.data(), s, out->q.data() + r * s.weight_row_bytes());
   }
 }
@@ -58,6 +60,9 @@ absl::StatusOr<AtomWeight> QuantizeLinear(const LinearQuantInput& in) {
     return absl::InvalidArgumentError(absl::StrCat("QuantizeLinear: ", in.rows, " rows"));
   }
   if (in.ratios.empty()) return absl::InvalidArgumentError("QuantizeLinear: empty clip grid");
+  if (in.refit_scales && in.hessian == nullptr) {
+    return absl::InvalidArgumentError("QuantizeLinear: refit_scales needs the Hessian");
+  }
   if (in.gptq != nullptr && in.gptq->k != s.k) {
     return absl::InvalidArgumentError(absl::StrCat("QuantizeLinear: GPTQ factor of width ",
                                                    in.gptq->k, " for k = ", s.k));

@@ -23,11 +23,15 @@ struct LinearQuantInput {
   bool full_range = false;             // 4-bit codes in [-8, 7] (clip_search.h)
   bool gptq_static_groups = false;     // GptqRowOptions::static_groups
   bool gptq_hessian_scale_search = false;  // GptqRowOptions::hessian_scale_search
+  // With refit_scales: every row's scales are refit by least squares, codes fixed
+  // (scale_refit.h), against hessian [spec.k, spec.k] (X^T X, permuted order).
+  bool refit_scales = false;
+  const double* hessian = nullptr;
   int threads = 1;                     // rows are split over this many threads
 };
 
 // InvalidArgument for a bad spec, rows <= 0, a GPTQ factor of another width, an empty
-// clip grid, or a non-finite weight (naming the row).
+// clip grid, refit_scales without a Hessian, or a non-finite weight (naming the row).
 absl::StatusOr<kernels::quant::AtomWeight> QuantizeLinear(const LinearQuantInput& in);
 
 }  // namespace loom::quant

@@ -104,7 +104,9 @@ TEST(GptqTest, FactorInvertsTheDampedHessian) {
   mean /= k;
   for (int i = 0; i < k; ++i) {
     for (int j = 0; j < k; ++j) {
-      if (j < i) EXPECT_EQ(f->u[i * k + j], 0.0f);
+      if (j < i) {
+        EXPECT_EQ(f->u[i * k + j], 0.0f);
+      }
       double s = 0;
       for (int p = 0; p < k; ++p) {
         double inv_pj = 0;  // (U^T U)[p][j]

@@ -7,7 +7,7 @@
 //                 [--outliers_ffn_norm -1] [--outliers_silu_mul -1]
 //                 [--clip_search] [--clip_min 0.5] [--clip_steps 20] [--gptq_damp 0.01]
 //                 [--gptq_act_order] [--gptq_static_groups] [--gptq_hessian_scale_search]
-//                 [--w4_full_range] [--outlier_selection energy|owq]
+//                 [--w4_full_range] [--outlier_selection energy|owq] [--refit_scales]
 //                 [--cache_dir DIR] [--threads 2]
 //
 // Calibration runs the model dequantized to F32 on the CPU backend. Exit status 1 with a
@@ -54,6 +54,9 @@ ABSL_FLAG(bool, w4_full_range, false,
           "4-bit weight codes in [-8, 7] (the format's full nibble range) instead of [-7, 7]");
 ABSL_FLAG(std::string, outlier_selection, "energy",
           "outlier channels by activation energy (Atom) or by energy x 4-bit weight error (OWQ)");
+ABSL_FLAG(bool, refit_scales, false,
+          "after the codes are chosen, refit each row's scales by least squares against the "
+          "calibration Hessian (needs --gptq)");
 ABSL_FLAG(std::string, cache_dir, "",
           "calibration statistics cache (default: quant/calib beside the default model; "
           "'none' disables)");
@@ -100,6 +103,7 @@ absl::Status Run() {
   o.gptq_hessian_scale_search = absl::GetFlag(FLAGS_gptq_hessian_scale_search);
   o.w4_full_range = absl::GetFlag(FLAGS_w4_full_range);
   o.outlier_selection = absl::GetFlag(FLAGS_outlier_selection);
+  o.refit_scales = absl::GetFlag(FLAGS_refit_scales);
   o.threads = absl::GetFlag(FLAGS_threads);
   if (o.threads < 1) return absl::InvalidArgumentError("--threads must be >= 1");
   absl::StatusOr<QuantizeReport> rep = QuantizeToCheckpoint(
@@ -111,9 +115,10 @@ absl::Status Run() {
               rep->meta.gptq ? " + gptq" : "", rep->meta.group_size, rep->meta.outliers[0],
               rep->meta.outliers[1], rep->meta.outliers[2], rep->meta.outliers[3]);
   const GptqMeta& g = rep->meta.gptq_options;
-  std::printf("options:           gptq damp %g act_order %d static_groups %d hessian_scale_search %d, w4_full_range %d, outliers by %s\n",
+  std::printf("options:           gptq damp %g act_order %d static_groups %d hessian_scale_search %d, w4_full_range %d, outliers by %s, refit_scales %d\n",
               g.damp, g.act_order, g.static_groups, g.hessian_scale_search,
-              rep->meta.w4_full_range, rep->meta.outlier_selection.c_str());
+              rep->meta.w4_full_range, rep->meta.outlier_selection.c_str(),
+              rep->meta.refit_scales);
   if (rep->has_output_error) {
     const OutputErrorStats& e = rep->output_error;
     double num = 0, den = 0;

@@ -78,6 +78,7 @@ QuantizedCheckpointMeta MetaFor(const QuantOptions& o, const OutlierCounts& outl
                     o.gptq_hessian_scale_search};
   m.w4_full_range = o.w4_full_range;
   m.outlier_selection = o.outlier_selection;
+  m.refit_scales = o.refit_scales;
   m.n_layers = n_layers;
   return m;
 }
@@ -98,6 +99,7 @@ absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
   QuantizedLayer out;
   std::array<std::vector<double>, kNumQuantActivations> energy;
   std::array<std::optional<GptqFactor>, kNumQuantActivations> factor;
+  std::array<std::vector<double>, kNumQuantActivations> hperm;  // with refit_scales
   for (int a = 0; a < kNumQuantActivations; ++a) {
     std::vector<double> score = act[a].energy;
     if (o.outlier_selection == "owq") {
@@ -124,6 +126,7 @@ absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
         order = *std::move(ord);
       }
       absl::StatusOr<GptqFactor> f = PrepareGptq(h, act[a].k, o.gptq_damp, order);
+      if (o.refit_scales) hperm[a] = h;
       if (!f.ok()) {
         return absl::Status(f.status().code(),
                             absl::StrCat("layer ", layer, " ",
@@ -169,6 +172,8 @@ absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
     in.full_range = o.w4_full_range;
     in.gptq_static_groups = o.gptq_static_groups;
     in.gptq_hessian_scale_search = o.gptq_hessian_scale_search;
+    in.refit_scales = o.refit_scales;
+    in.hessian = o.refit_scales ? hperm[a].data() : nullptr;
     in.threads = o.threads;
     absl::StatusOr<kernels::quant::AtomWeight> q = QuantizeLinear(in);
     if (!q.ok()) {

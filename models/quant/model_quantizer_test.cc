@@ -258,6 +258,7 @@ TEST(PipelineTest, QuantizesAndRerunsFromTheCache) {
   r.options.w4_full_range = true;
   r.options.gptq_damp = 0.05;
   r.options.outlier_selection = "owq";
+  r.options.refit_scales = true;
   r.out_dir = Temp("full_act_order");
   auto act = QuantizeToCheckpoint(r, nullptr);
   ASSERT_TRUE(act.ok()) << act.status();
@@ -268,7 +269,9 @@ TEST(PipelineTest, QuantizesAndRerunsFromTheCache) {
   EXPECT_EQ(ck_act->meta().gptq_options.damp, 0.05);
   EXPECT_TRUE(ck_act->meta().w4_full_range);
   EXPECT_EQ(ck_act->meta().outlier_selection, "owq");
+  EXPECT_TRUE(ck_act->meta().refit_scales);
   r.options.outlier_selection = "energy";
+  r.options.refit_scales = false;
   r.options.gptq_act_order = r.options.w4_full_range = false;
   r.options.gptq_damp = 0.01;
   r.options.gptq_static_groups = true;

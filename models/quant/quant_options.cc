@@ -56,9 +56,11 @@ absl::Status ValidateGptqOptions(const QuantOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("GPTQ damping ", o.gptq_damp,
                                                    " must be finite and >= 0"));
   }
-  if (!o.gptq && (o.gptq_act_order || o.gptq_static_groups || o.gptq_hessian_scale_search)) {
+  if (!o.gptq && (o.gptq_act_order || o.gptq_static_groups || o.gptq_hessian_scale_search ||
+                  o.refit_scales)) {
     return absl::InvalidArgumentError(
-        "gptq_act_order, gptq_static_groups and gptq_hessian_scale_search need --gptq");
+        "gptq_act_order, gptq_static_groups, gptq_hessian_scale_search and refit_scales need "
+        "--gptq");
   }
   if (o.gptq_hessian_scale_search && (o.gptq_act_order || o.gptq_static_groups)) {
     return absl::InvalidArgumentError(

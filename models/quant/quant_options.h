@@ -26,6 +26,7 @@ struct QuantOptions {
   bool gptq_static_groups = false;    // gptq.h: group scales fixed before the sweep
   bool gptq_hessian_scale_search = false;  // gptq.h: GPTQ-loss scale search per group
   bool w4_full_range = false;  // 4-bit weight codes in [-8, 7] instead of [-7, 7]
+  bool refit_scales = false;   // scale_refit.h after the codes are chosen (needs Hessians)
   // Which channels become outliers: "energy" (Atom: highest sum x^2) or "owq" (highest
   // energy * low-bit weight error, channel_permutation.h OwqScores).
   std::string outlier_selection = "energy";
@@ -46,7 +47,8 @@ absl::StatusOr<OutlierCounts> ResolveOutlierCounts(const std::array<int, kNumQua
 // InvalidArgument unless min_ratio in (0, 1] and steps >= 1 (steps == 1 means RTN).
 absl::Status ValidateClipSearch(const ClipSearchMeta& c);
 
-// InvalidArgument for a GPTQ refinement without --gptq, a damping < 0 or not finite, or
+// InvalidArgument for a GPTQ refinement (or refit_scales, which needs the Hessians) without
+// --gptq, a damping < 0 or not finite, or
 // the Hessian scale search combined with act order or static groups (it needs each
 // group's columns contiguous in the sweep and the scale chosen when the sweep gets there).
 absl::Status ValidateGptqOptions(const QuantOptions& o);

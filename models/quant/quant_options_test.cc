@@ -91,6 +91,9 @@ TEST(ValidateGptqOptionsTest, Combinations) {
   no_gptq.gptq_static_groups = true;
   EXPECT_FALSE(ValidateGptqOptions(no_gptq).ok());
   no_gptq.gptq_static_groups = false;
+  no_gptq.refit_scales = true;  // needs the Hessians
+  EXPECT_FALSE(ValidateGptqOptions(no_gptq).ok());
+  no_gptq.refit_scales = false;
   no_gptq.w4_full_range = true;  // fine without GPTQ (clip search uses it too)
   EXPECT_TRUE(ValidateGptqOptions(no_gptq).ok());
 }

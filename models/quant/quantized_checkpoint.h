@@ -14,6 +14,7 @@
 //                     "hessian_scale_search": bool},          (optional; these defaults)
 //    "w4_full_range": bool,  (optional, false: 4-bit codes in [-7, 7]; true: [-8, 7])
 //    "outlier_selection": "energy"|"owq",  (optional, "energy")
+//    "refit_scales": bool,  (optional, false)
 //    "base_model": {"path": str, "sha256": hex, "bytes": int},
 //    "calibration": {"text": path, "sha256": hex, "sequences": 32, "seq_len": 512,
 //                    "source": str},
@@ -103,6 +104,7 @@ struct QuantizedCheckpointMeta {
   GptqMeta gptq_options;
   bool w4_full_range = false;  // 4-bit codes use [-8, 7] (the format always allows it)
   std::string outlier_selection = "energy";  // "energy" or "owq" (provenance)
+  bool refit_scales = false;  // least-squares scale refit (scale_refit.h; provenance)
   BaseModelRef base_model;
   CalibrationRef calibration;
   int n_layers = 0;

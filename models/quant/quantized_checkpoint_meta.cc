@@ -76,6 +76,7 @@ json QuantizedCheckpointMeta::ToJson() const {
         {"hessian_scale_search", gptq_options.hessian_scale_search}}},
       {"w4_full_range", w4_full_range},
       {"outlier_selection", outlier_selection},
+      {"refit_scales", refit_scales},
       {"base_model",
        {{"path", base_model.path}, {"sha256", base_model.sha256}, {"bytes", base_model.bytes}}},
       {"calibration",
@@ -177,6 +178,11 @@ absl::Status ParseMethod(const json& j, QuantizedCheckpointMeta* m) {
     auto fr = Field(j, "", "w4_full_range", is_bool, "a boolean");
     if (!fr.ok()) return fr.status();
     m->w4_full_range = (*fr)->get<bool>();
+  }
+  if (j.contains("refit_scales")) {
+    auto rs = Field(j, "", "refit_scales", is_bool, "a boolean");
+    if (!rs.ok()) return rs.status();
+    m->refit_scales = (*rs)->get<bool>();
   }
   if (j.contains("outlier_selection")) {
     auto sel = Str(j, "", "outlier_selection");

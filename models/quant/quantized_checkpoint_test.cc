@@ -48,6 +48,7 @@ QuantizedCheckpointMeta SmallMeta(QuantScheme scheme) {
   m.gptq_options = {0.05, true, true, false};
   m.w4_full_range = true;
   m.outlier_selection = "owq";
+  m.refit_scales = true;
   m.base_model = {"/models/base.gguf", std::string(64, 'a'), 1234};
   m.calibration = {"/text/calibration.txt", std::string(64, 'b'), 4, 16, "synthetic"};
   m.n_layers = 2;
@@ -201,6 +202,7 @@ TEST_F(ReaderRefusalTest, OlderJsonWithoutGptqOptionsOpens) {
   j.erase("gptq_options");
   j.erase("w4_full_range");
   j.erase("outlier_selection");
+  j.erase("refit_scales");
   WriteJson(j);
   absl::StatusOr<QuantizedCheckpoint> c = QuantizedCheckpoint::Open(dir_);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -210,6 +212,7 @@ TEST_F(ReaderRefusalTest, OlderJsonWithoutGptqOptionsOpens) {
   EXPECT_FALSE(c->meta().gptq_options.hessian_scale_search);
   EXPECT_FALSE(c->meta().w4_full_range);
   EXPECT_EQ(c->meta().outlier_selection, "energy");
+  EXPECT_FALSE(c->meta().refit_scales);
 }
 
 TEST_F(ReaderRefusalTest, MissingFiles) {
@@ -244,6 +247,7 @@ TEST_F(ReaderRefusalTest, JsonFields) {
        "'gptq_options.act_order' must be a boolean"},
       {[](nlohmann::json& j) { j["w4_full_range"] = 1; }, "'w4_full_range' must be a boolean"},
       {[](nlohmann::json& j) { j["outlier_selection"] = "awq"; }, "outlier_selection 'awq'"},
+      {[](nlohmann::json& j) { j["refit_scales"] = "no"; }, "'refit_scales' must be a boolean"},
       {[](nlohmann::json& j) { j["base_model"].erase("sha256"); }, "base_model.sha256"},
       {[](nlohmann::json& j) { j["calibration"] = "x"; }, "'calibration' must be an object"},
       {[](nlohmann::json& j) { j["n_layers"] = 3; }, "missing tensor blk.2.attn_norm.perm"},
