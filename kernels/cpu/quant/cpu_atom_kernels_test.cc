@@ -91,14 +91,16 @@ TEST(CpuAtomKernels, QuantizeAndMatMulEqualReferenceOverShapeGrid) {
     for (ThreadPool* pool : {&pool1, &pool2}) {
       auto cpu = CreateCpuAtomKernelsWithIsa(pool, isa);
       ASSERT_NE(cpu, nullptr);
+      for (int group : {128, 64, 32}) {
       for (int k : kKs) {
         for (int no : kOutliers) {
           for (Bits b : kBits) {
-            const QuantSpec s{k, no, 128, b.w, b.a};
+            const QuantSpec s{k, no, group, b.w, b.a};
             const AtomWeight w = MakeWeight(s, kRows, k + no + b.w);
             const std::vector<int32_t> perm = RandomPerm(k, k);
             for (int n : kNs) {
               SCOPED_TRACE(std::string(cpu->name()) + " threads " + std::to_string(pool->size()) +
+                           " group " + std::to_string(group) +
                            " k " + std::to_string(k) + " outliers " + std::to_string(no) +
                            " w" + std::to_string(b.w) + "a" + std::to_string(b.a) + " n " +
                            std::to_string(n));
@@ -122,6 +124,7 @@ TEST(CpuAtomKernels, QuantizeAndMatMulEqualReferenceOverShapeGrid) {
             }
           }
         }
+      }
       }
     }
   }
@@ -239,7 +242,7 @@ TEST(CpuAtomKernels, FusedKernelsMatchCpuBackendOfSameIsa) {
   }
 }
 
-// Groups the vector tiles do not take (4-bit: group % 64 != 0) use the scalar table;
+// Groups the vector tiles do not take (4-bit: not 32 and group % 64 != 0) use the scalar table;
 // outlier counts that are not a multiple of 32 and layers with no normal channels work.
 TEST(CpuAtomKernels, OddShapesStillMatch) {
   ThreadPool pool(2);
