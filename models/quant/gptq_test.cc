@@ -68,20 +68,27 @@ std::vector<float> Weights(size_t n, uint32_t seed) {
   return v;
 }
 
-// sum_r (w_r - wq_r)^T H (w_r - wq_r) = sum over tokens of ||x W^T - x Wq^T||^2.
-double OutputError(const Problem& p, const std::vector<float>& w, const AtomWeight& q) {
+// Per-row output error (w_r - d_r)^T H (w_r - d_r).
+std::vector<double> RowErrors(const Problem& p, const std::vector<float>& w, const AtomWeight& q) {
   const std::vector<float> wq = kernels::quant::DequantizeWeight(q.view());
   const int k = p.k;
-  double err = 0;
+  std::vector<double> out(q.rows, 0.0);
   for (int64_t r = 0; r < q.rows; ++r) {
     std::vector<double> d(k);
     for (int j = 0; j < k; ++j) d[j] = double{w[r * k + j]} - wq[r * k + j];
     for (int i = 0; i < k; ++i) {
       double a = 0;
       for (int j = 0; j < k; ++j) a += p.h[i * k + j] * d[j];
-      err += d[i] * a;
+      out[r] += d[i] * a;
     }
   }
+  return out;
+}
+
+// sum_r (w_r - wq_r)^T H (w_r - wq_r) = sum over tokens of ||x W^T - x Wq^T||^2.
+double OutputError(const Problem& p, const std::vector<float>& w, const AtomWeight& q) {
+  double err = 0;
+  for (double e : RowErrors(p, w, q)) err += e;
   return err;
 }
 
@@ -328,22 +335,6 @@ TEST(FullRangeTest, GptqFullRangeRoundTripsAndHelpsWithActOrder) {
   }
 }
 
-// Per-row output error (w_r - d_r)^T H (w_r - d_r).
-std::vector<double> RowErrors(const Problem& p, const std::vector<float>& w, const AtomWeight& q) {
-  const std::vector<float> wq = kernels::quant::DequantizeWeight(q.view());
-  const int k = p.k;
-  std::vector<double> out(q.rows, 0.0);
-  for (int64_t r = 0; r < q.rows; ++r) {
-    std::vector<double> d(k);
-    for (int j = 0; j < k; ++j) d[j] = double{w[r * k + j]} - wq[r * k + j];
-    for (int i = 0; i < k; ++i) {
-      double a = 0;
-      for (int j = 0; j < k; ++j) a += p.h[i * k + j] * d[j];
-      out[r] += d[i] * a;
-    }
-  }
-  return out;
-}
 
 // The least-squares scale refit keeps every code, never raises a row's output error, and
 // lowers the total after RTN and after GPTQ (plain and full range).
