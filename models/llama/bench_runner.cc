@@ -71,6 +71,7 @@ absl::Status Runner::Step(const std::vector<SequenceChunk>& chunks,
   logits_.resize(plan->logit_tokens().size() * static_cast<size_t>(vocab));
   absl::Status st = model_->Forward(*plan, kv_, &ws_, logits_.data());
   if (!st.ok()) return st;
+  StepTimer timer(ws_.profile, StepOp::kSample);
   for (size_t c = 0; c < chunks.size(); ++c) {
     const auto [r0, r1] = plan->logit_rows(c);
     if (r1 > r0) {
@@ -124,6 +125,7 @@ absl::Status Runner::Decode(const std::vector<std::vector<int32_t>>& prompts,
   std::vector<int> owner(B);
   for (int s = 0; s < B; ++s) owner[s] = s;
   std::vector<SequenceChunk> chunks(B);
+  ws_.profile = decode_profile_;
   const Clock::time_point t0 = Clock::now();
   for (int step = 0; step < steps_; ++step) {
     for (int s = 0; s < B; ++s) {
@@ -134,9 +136,13 @@ absl::Status Runner::Decode(const std::vector<std::vector<int32_t>>& prompts,
       generated_[s].push_back((*next)[s]);
     }
     absl::Status st = Step(chunks, owner, next);
-    if (!st.ok()) return st;
+    if (!st.ok()) {
+      ws_.profile = nullptr;
+      return st;
+    }
   }
   *seconds = Seconds(t0, Clock::now());
+  ws_.profile = nullptr;
   return absl::OkStatus();
 }
 

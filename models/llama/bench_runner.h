@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "models/kv_cache/paged_kv_cache.h"
 #include "models/llama/llama_model.h"
+#include "models/llama/step_profile.h"
 
 namespace loom::bench {
 
@@ -48,6 +49,9 @@ class Runner {
   // The greedy tokens of the decode are left in last_tokens() ([B][decode_steps]).
   absl::StatusOr<RunTimes> Run(const std::vector<std::vector<int32_t>>& prompts);
   const std::vector<std::vector<int32_t>>& last_tokens() const { return generated_; }
+  // When set, the decode steps of later runs (not prefill) add their per-operation wall
+  // time to `profile` (models/llama/step_profile.h). Null (the default) times nothing.
+  void set_decode_profile(StepProfile* profile) { decode_profile_ = profile; }
 
  private:
   absl::Status Step(const std::vector<SequenceChunk>& chunks, const std::vector<int>& owner,
@@ -66,6 +70,7 @@ class Runner {
   ForwardWorkspace ws_;
   std::vector<float> logits_;
   std::vector<std::vector<int32_t>> generated_;
+  StepProfile* decode_profile_ = nullptr;
 };
 
 }  // namespace loom::bench

@@ -52,6 +52,7 @@ void LlamaModel::ApplyLora(const BatchPlan& plan, int layer, Projection p, const
                            int h_in, int h_out, float* y, ForwardWorkspace* ws) const {
   const std::vector<AdapterSegment>& segments = plan.adapter_segments();
   if (segments.empty()) return;
+  StepTimer timer(ws->profile, StepOp::kLora);
   ws->lora_segs.resize(segments.size());
   bool any = false;
   for (size_t s = 0; s < segments.size(); ++s) {
@@ -68,39 +69,78 @@ void LlamaModel::ApplyLora(const BatchPlan& plan, int layer, Projection p, const
   lora_->SgmvExpand(ws->lora_v.data(), stride, ws->lora_segs.data(), n, h_out, y);
 }
 
+void LlamaModel::RopeAndAttend(int layer, const BatchPlan& plan, PagedKvCache* kv,
+                               ForwardWorkspace* ws) const {
+  const LlamaConfig& c = config();
+  const int n = plan.n_tokens();
+  kernels::Backend& be = *backend_;
+  {
+    StepTimer timer(ws->profile, StepOp::kRope);
+    const bool adjacent = c.rope_layout == RopeLayout::kAdjacentPairs;
+    be.Rope(ws->q.data(), plan.positions().data(), n, c.n_heads, c.head_dim, c.rope_theta,
+            adjacent);
+    be.Rope(ws->k.data(), plan.positions().data(), n, c.n_kv_heads, c.head_dim, c.rope_theta,
+            adjacent);
+  }
+  const kernels::AttentionBatch batch = plan.attention();
+  {
+    StepTimer timer(ws->profile, StepOp::kKvAppend);
+    be.AppendKv(kv->layout(), batch, ws->k.data(), ws->v.data(), kv->k_pool(layer),
+                kv->v_pool(layer));
+  }
+  StepTimer timer(ws->profile, StepOp::kAttention);
+  be.PagedAttention(kv->layout(), batch, ws->q.data(), c.n_heads, kv->k_pool(layer),
+                    kv->v_pool(layer), ws->attn.data());
+}
+
+void LlamaModel::AddResidual(int n, ForwardWorkspace* ws) const {
+  StepTimer timer(ws->profile, StepOp::kResidual);
+  AddInPlace(ws->x.data(), ws->proj.data(), static_cast<size_t>(n) * config().hidden);
+}
+
 void LlamaModel::Attention(int layer, const BatchPlan& plan, PagedKvCache* kv,
                            ForwardWorkspace* ws) const {
   const LlamaConfig& c = config();
   const LlamaLayerWeights& L = weights_.layers[layer];
   const int n = plan.n_tokens();
   kernels::Backend& be = *backend_;
-  be.RmsNorm(ws->x.data(), L.attn_norm.data(), n, c.hidden, c.rms_eps, ws->xn.data());
-  if (ws->tap) ws->tap->Observe(layer, TapPoint::kAttnNorm, ws->xn.data(), n, c.hidden);
-  be.PackActivations(L.q.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
-  be.MatMul(L.q, ws->pack, ws->q.data());
+  {
+    StepTimer timer(ws->profile, StepOp::kNorm);
+    be.RmsNorm(ws->x.data(), L.attn_norm.data(), n, c.hidden, c.rms_eps, ws->xn.data());
+    if (ws->tap) ws->tap->Observe(layer, TapPoint::kAttnNorm, ws->xn.data(), n, c.hidden);
+    be.PackActivations(L.q.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
+  }
   const int qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
+  {
+    StepTimer timer(ws->profile, StepOp::kQkv);
+    be.MatMul(L.q, ws->pack, ws->q.data());
+  }
   ApplyLora(plan, layer, Projection::kQ, ws->xn.data(), c.hidden, qd, ws->q.data(), ws);
-  if (L.k.dtype != L.q.dtype) be.PackActivations(L.k.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
-  be.MatMul(L.k, ws->pack, ws->k.data());
+  {
+    StepTimer timer(ws->profile, StepOp::kQkv);
+    if (L.k.dtype != L.q.dtype) {
+      be.PackActivations(L.k.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
+    }
+    be.MatMul(L.k, ws->pack, ws->k.data());
+  }
   ApplyLora(plan, layer, Projection::kK, ws->xn.data(), c.hidden, kvd, ws->k.data(), ws);
-  if (L.v.dtype != L.k.dtype) be.PackActivations(L.v.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
-  be.MatMul(L.v, ws->pack, ws->v.data());
+  {
+    StepTimer timer(ws->profile, StepOp::kQkv);
+    if (L.v.dtype != L.k.dtype) {
+      be.PackActivations(L.v.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
+    }
+    be.MatMul(L.v, ws->pack, ws->v.data());
+  }
   ApplyLora(plan, layer, Projection::kV, ws->xn.data(), c.hidden, kvd, ws->v.data(), ws);
-  const bool adjacent = c.rope_layout == RopeLayout::kAdjacentPairs;
-  be.Rope(ws->q.data(), plan.positions().data(), n, c.n_heads, c.head_dim, c.rope_theta,
-          adjacent);
-  be.Rope(ws->k.data(), plan.positions().data(), n, c.n_kv_heads, c.head_dim, c.rope_theta,
-          adjacent);
-  const kernels::AttentionBatch batch = plan.attention();
-  be.AppendKv(kv->layout(), batch, ws->k.data(), ws->v.data(), kv->k_pool(layer),
-              kv->v_pool(layer));
-  be.PagedAttention(kv->layout(), batch, ws->q.data(), c.n_heads, kv->k_pool(layer),
-                    kv->v_pool(layer), ws->attn.data());
+  RopeAndAttend(layer, plan, kv, ws);
   if (ws->tap) ws->tap->Observe(layer, TapPoint::kAttnOut, ws->attn.data(), n, qd);
-  be.PackActivations(L.o.dtype, ws->attn.data(), n, qd, &ws->pack);
-  be.MatMul(L.o, ws->pack, ws->proj.data());
+  {
+    StepTimer timer(ws->profile, StepOp::kO);
+    be.PackActivations(L.o.dtype, ws->attn.data(), n, qd, &ws->pack);
+    be.MatMul(L.o, ws->pack, ws->proj.data());
+  }
   ApplyLora(plan, layer, Projection::kO, ws->attn.data(), qd, c.hidden, ws->proj.data(), ws);
-  AddInPlace(ws->x.data(), ws->proj.data(), static_cast<size_t>(n) * c.hidden);
+  AddResidual(n, ws);
 }
 
 void LlamaModel::FeedForward(int layer, const BatchPlan& plan, ForwardWorkspace* ws) const {
@@ -108,26 +148,41 @@ void LlamaModel::FeedForward(int layer, const BatchPlan& plan, ForwardWorkspace*
   const LlamaConfig& c = config();
   const LlamaLayerWeights& L = weights_.layers[layer];
   kernels::Backend& be = *backend_;
-  be.RmsNorm(ws->x.data(), L.ffn_norm.data(), n, c.hidden, c.rms_eps, ws->xn.data());
-  if (ws->tap) ws->tap->Observe(layer, TapPoint::kFfnNorm, ws->xn.data(), n, c.hidden);
-  be.PackActivations(L.gate.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
-  be.MatMul(L.gate, ws->pack, ws->gate.data());
+  {
+    StepTimer timer(ws->profile, StepOp::kNorm);
+    be.RmsNorm(ws->x.data(), L.ffn_norm.data(), n, c.hidden, c.rms_eps, ws->xn.data());
+    if (ws->tap) ws->tap->Observe(layer, TapPoint::kFfnNorm, ws->xn.data(), n, c.hidden);
+    be.PackActivations(L.gate.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
+  }
+  {
+    StepTimer timer(ws->profile, StepOp::kGateUp);
+    be.MatMul(L.gate, ws->pack, ws->gate.data());
+  }
   ApplyLora(plan, layer, Projection::kGate, ws->xn.data(), c.hidden, c.intermediate,
             ws->gate.data(), ws);
-  if (L.up.dtype != L.gate.dtype) {
-    be.PackActivations(L.up.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
+  {
+    StepTimer timer(ws->profile, StepOp::kGateUp);
+    if (L.up.dtype != L.gate.dtype) {
+      be.PackActivations(L.up.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
+    }
+    be.MatMul(L.up, ws->pack, ws->up.data());
   }
-  be.MatMul(L.up, ws->pack, ws->up.data());
   ApplyLora(plan, layer, Projection::kUp, ws->xn.data(), c.hidden, c.intermediate,
             ws->up.data(), ws);
-  const size_t ff = static_cast<size_t>(n) * c.intermediate;
-  be.SiluMul(ws->gate.data(), ws->up.data(), ff, ws->gate.data());
-  if (ws->tap) ws->tap->Observe(layer, TapPoint::kSiluMul, ws->gate.data(), n, c.intermediate);
-  be.PackActivations(L.down.dtype, ws->gate.data(), n, c.intermediate, &ws->pack);
-  be.MatMul(L.down, ws->pack, ws->proj.data());
+  {
+    StepTimer timer(ws->profile, StepOp::kSiluMul);
+    const size_t ff = static_cast<size_t>(n) * c.intermediate;
+    be.SiluMul(ws->gate.data(), ws->up.data(), ff, ws->gate.data());
+    if (ws->tap) ws->tap->Observe(layer, TapPoint::kSiluMul, ws->gate.data(), n, c.intermediate);
+    be.PackActivations(L.down.dtype, ws->gate.data(), n, c.intermediate, &ws->pack);
+  }
+  {
+    StepTimer timer(ws->profile, StepOp::kDown);
+    be.MatMul(L.down, ws->pack, ws->proj.data());
+  }
   ApplyLora(plan, layer, Projection::kDown, ws->gate.data(), c.intermediate, c.hidden,
             ws->proj.data(), ws);
-  AddInPlace(ws->x.data(), ws->proj.data(), static_cast<size_t>(n) * c.hidden);
+  AddResidual(n, ws);
 }
 
 void LlamaModel::QuantAttention(int layer, const BatchPlan& plan, PagedKvCache* kv,
@@ -136,32 +191,40 @@ void LlamaModel::QuantAttention(int layer, const BatchPlan& plan, PagedKvCache* 
   const LlamaLayerWeights& L = weights_.layers[layer];
   const QuantizedLayerWeights& Q = quant_->layers[layer];
   const int n = plan.n_tokens();
-  kernels::Backend& be = *backend_;
   kernels::quant::AtomKernels& atom = *atom_;
-  // xn = permute(RMSNorm(x)) in attn_norm order: q/k/v's quantized input and LoRA's input.
-  atom.RmsNormQuantize(ws->x.data(), L.attn_norm.data(), n, c.rms_eps, Q.attn_norm_perm,
-                       Q.q.spec, &ws->atom, ws->xn.data());
+  {
+    // xn = permute(RMSNorm(x)) in attn_norm order: q/k/v's quantized input and LoRA's input.
+    StepTimer timer(ws->profile, StepOp::kNorm);
+    atom.RmsNormQuantize(ws->x.data(), L.attn_norm.data(), n, c.rms_eps, Q.attn_norm_perm,
+                         Q.q.spec, &ws->atom, ws->xn.data());
+  }
   const int qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
-  atom.MatMul(Q.q, ws->atom, ws->q.data());
+  {
+    StepTimer timer(ws->profile, StepOp::kQkv);
+    atom.MatMul(Q.q, ws->atom, ws->q.data());
+  }
   ApplyLora(plan, layer, Projection::kQ, ws->xn.data(), c.hidden, qd, ws->q.data(), ws);
-  atom.MatMul(Q.k, ws->atom, ws->k.data());
+  {
+    StepTimer timer(ws->profile, StepOp::kQkv);
+    atom.MatMul(Q.k, ws->atom, ws->k.data());
+  }
   ApplyLora(plan, layer, Projection::kK, ws->xn.data(), c.hidden, kvd, ws->k.data(), ws);
-  atom.MatMul(Q.v, ws->atom, ws->v.data());
+  {
+    StepTimer timer(ws->profile, StepOp::kQkv);
+    atom.MatMul(Q.v, ws->atom, ws->v.data());
+  }
   ApplyLora(plan, layer, Projection::kV, ws->xn.data(), c.hidden, kvd, ws->v.data(), ws);
-  const bool adjacent = c.rope_layout == RopeLayout::kAdjacentPairs;
-  be.Rope(ws->q.data(), plan.positions().data(), n, c.n_heads, c.head_dim, c.rope_theta,
-          adjacent);
-  be.Rope(ws->k.data(), plan.positions().data(), n, c.n_kv_heads, c.head_dim, c.rope_theta,
-          adjacent);
-  const kernels::AttentionBatch batch = plan.attention();
-  be.AppendKv(kv->layout(), batch, ws->k.data(), ws->v.data(), kv->k_pool(layer),
-              kv->v_pool(layer));
-  be.PagedAttention(kv->layout(), batch, ws->q.data(), c.n_heads, kv->k_pool(layer),
-                    kv->v_pool(layer), ws->attn.data());
-  atom.Quantize(ws->attn.data(), n, Q.attn_out_perm, Q.o.spec, &ws->atom, ws->xp.data());
-  atom.MatMul(Q.o, ws->atom, ws->proj.data());
+  RopeAndAttend(layer, plan, kv, ws);
+  {
+    StepTimer timer(ws->profile, StepOp::kOQuant);
+    atom.Quantize(ws->attn.data(), n, Q.attn_out_perm, Q.o.spec, &ws->atom, ws->xp.data());
+  }
+  {
+    StepTimer timer(ws->profile, StepOp::kO);
+    atom.MatMul(Q.o, ws->atom, ws->proj.data());
+  }
   ApplyLora(plan, layer, Projection::kO, ws->xp.data(), qd, c.hidden, ws->proj.data(), ws);
-  AddInPlace(ws->x.data(), ws->proj.data(), static_cast<size_t>(n) * c.hidden);
+  AddResidual(n, ws);
 }
 
 void LlamaModel::QuantFeedForward(int layer, const BatchPlan& plan, ForwardWorkspace* ws) const {
@@ -170,21 +233,36 @@ void LlamaModel::QuantFeedForward(int layer, const BatchPlan& plan, ForwardWorks
   const LlamaLayerWeights& L = weights_.layers[layer];
   const QuantizedLayerWeights& Q = quant_->layers[layer];
   kernels::quant::AtomKernels& atom = *atom_;
-  atom.RmsNormQuantize(ws->x.data(), L.ffn_norm.data(), n, c.rms_eps, Q.ffn_norm_perm,
-                       Q.gate.spec, &ws->atom, ws->xn.data());
-  // gate/up rows come out in silu_mul order (so do the permuted adapters' B rows).
-  atom.MatMul(Q.gate, ws->atom, ws->gate.data());
+  {
+    StepTimer timer(ws->profile, StepOp::kNorm);
+    atom.RmsNormQuantize(ws->x.data(), L.ffn_norm.data(), n, c.rms_eps, Q.ffn_norm_perm,
+                         Q.gate.spec, &ws->atom, ws->xn.data());
+  }
+  // gate/up rows come out in silu_mul.perm order (so do the permuted adapters' B rows).
+  {
+    StepTimer timer(ws->profile, StepOp::kGateUp);
+    atom.MatMul(Q.gate, ws->atom, ws->gate.data());
+  }
   ApplyLora(plan, layer, Projection::kGate, ws->xn.data(), c.hidden, c.intermediate,
             ws->gate.data(), ws);
-  atom.MatMul(Q.up, ws->atom, ws->up.data());
+  {
+    StepTimer timer(ws->profile, StepOp::kGateUp);
+    atom.MatMul(Q.up, ws->atom, ws->up.data());
+  }
   ApplyLora(plan, layer, Projection::kUp, ws->xn.data(), c.hidden, c.intermediate,
             ws->up.data(), ws);
-  atom.SiluMulQuantize(ws->gate.data(), ws->up.data(), n, Q.down.spec, &ws->atom,
-                       ws->ffh.data());
-  atom.MatMul(Q.down, ws->atom, ws->proj.data());
+  {
+    StepTimer timer(ws->profile, StepOp::kSiluMul);
+    atom.SiluMulQuantize(ws->gate.data(), ws->up.data(), n, Q.down.spec, &ws->atom,
+                         ws->ffh.data());
+  }
+  {
+    StepTimer timer(ws->profile, StepOp::kDown);
+    atom.MatMul(Q.down, ws->atom, ws->proj.data());
+  }
   ApplyLora(plan, layer, Projection::kDown, ws->ffh.data(), c.intermediate, c.hidden,
             ws->proj.data(), ws);
-  AddInPlace(ws->x.data(), ws->proj.data(), static_cast<size_t>(n) * c.hidden);
+  AddResidual(n, ws);
 }
 
 absl::Status LlamaModel::Forward(const BatchPlan& plan, PagedKvCache* kv, ForwardWorkspace* ws,
@@ -195,6 +273,7 @@ absl::Status LlamaModel::Forward(const BatchPlan& plan, PagedKvCache* kv, Forwar
   if (kv->layout().n_kv_heads != c.n_kv_heads || kv->layout().head_dim != c.head_dim) {
     return absl::InvalidArgumentError("Forward: KV cache geometry does not match the model");
   }
+  if (ws->profile) ++ws->profile->steps;
   const size_t nt = static_cast<size_t>(n);
   Grow(ws->x, nt * c.hidden);
   Grow(ws->xn, nt * c.hidden);
@@ -216,7 +295,10 @@ absl::Status LlamaModel::Forward(const BatchPlan& plan, PagedKvCache* kv, Forwar
     Grow(ws->lora_v, nt * static_cast<size_t>(plan.max_adapter_rank()));
   }
 
-  Embed(plan, ws->x.data());
+  {
+    StepTimer timer(ws->profile, StepOp::kEmbed);
+    Embed(plan, ws->x.data());
+  }
   for (int l = 0; l < c.n_layers; ++l) {
     if (quant_) {
       QuantAttention(l, plan, kv, ws);
@@ -229,6 +311,7 @@ absl::Status LlamaModel::Forward(const BatchPlan& plan, PagedKvCache* kv, Forwar
   const auto& rows = plan.logit_tokens();
   if (rows.empty()) return absl::OkStatus();
   const int m = static_cast<int>(rows.size());
+  StepTimer timer(ws->profile, StepOp::kHead);
   Grow(ws->last, static_cast<size_t>(m) * c.hidden);
   for (int i = 0; i < m; ++i) {
     std::copy_n(ws->x.data() + static_cast<size_t>(rows[i]) * c.hidden, c.hidden,

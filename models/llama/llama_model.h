@@ -28,6 +28,7 @@
 #include "models/llama/batch_plan.h"
 #include "models/llama/llama_weights.h"
 #include "models/llama/quantized_weights.h"
+#include "models/llama/step_profile.h"
 #include "models/weights/model_source.h"
 
 namespace loom {
@@ -63,6 +64,7 @@ struct ForwardWorkspace {
   std::vector<float> xp;       // [T, n_heads * head_dim] attention output, permuted
   std::vector<float> ffh;      // [T, intermediate] SiLU(gate)*up, in silu_mul order
   ActivationTap* tap = nullptr;  // not owned; null = no observation (the normal case)
+  StepProfile* profile = nullptr;  // not owned; null = not timed (the normal case)
 };
 
 class LlamaModel {
@@ -110,6 +112,11 @@ class LlamaModel {
                  int h_out, float* y, ForwardWorkspace* ws) const;
 
   void Embed(const BatchPlan& plan, float* x) const;
+  // Rope of ws->q/k, K/V append and paged attention into ws->attn (both modes).
+  void RopeAndAttend(int layer, const BatchPlan& plan, PagedKvCache* kv,
+                     ForwardWorkspace* ws) const;
+  // ws->x += ws->proj over n tokens.
+  void AddResidual(int n, ForwardWorkspace* ws) const;
   void Attention(int layer, const BatchPlan& plan, PagedKvCache* kv, ForwardWorkspace* ws) const;
   void FeedForward(int layer, const BatchPlan& plan, ForwardWorkspace* ws) const;
   void QuantAttention(int layer, const BatchPlan& plan, PagedKvCache* kv,

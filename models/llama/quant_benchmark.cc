@@ -46,6 +46,8 @@ ABSL_FLAG(int, token_budget, 512, "max tokens per prefill step");
 ABSL_FLAG(uint32_t, seed, 1, "prompt token seed");
 ABSL_FLAG(std::string, kv_cache_dtype, "f16", "KV cache rows: f16, int8 or int4");
 ABSL_FLAG(std::string, json_out, "", "also write the JSON line to this file");
+ABSL_FLAG(bool, profile, false,
+          "print each model's decode time per operation (measured runs of each config)");
 
 namespace loom {
 namespace {
@@ -72,6 +74,7 @@ absl::Status Measure(const std::string& name, const EvalModelOptions& o,
   absl::StatusOr<std::unique_ptr<PagedKvCache>> kv = PagedKvCache::Create(model.config(), kvo);
   if (!kv.ok()) return kv.status();
   bench::Runner runner(&model, kv->get(), absl::GetFlag(FLAGS_token_budget), steps);
+  StepProfile profile;
   std::fprintf(stderr, "%s: %s\n", name.c_str(), (*m)->description.c_str());
   for (size_t ci = 0; ci < configs.size(); ++ci) {
     const bench::Config& c = configs[ci];
@@ -79,6 +82,8 @@ absl::Status Measure(const std::string& name, const EvalModelOptions& o,
                                               absl::GetFlag(FLAGS_seed) + static_cast<uint32_t>(ci));
     if (absl::StatusOr<bench::RunTimes> w = runner.Run(prompts); !w.ok()) return w.status();
     std::vector<double> pre, dec;
+    profile.Clear();
+    if (absl::GetFlag(FLAGS_profile)) runner.set_decode_profile(&profile);
     for (int r = 0; r < runs; ++r) {
       absl::StatusOr<bench::RunTimes> t = runner.Run(prompts);
       if (!t.ok()) return t.status();
@@ -94,6 +99,11 @@ absl::Status Measure(const std::string& name, const EvalModelOptions& o,
     row.best_decode = dt / *std::min_element(dec.begin(), dec.end());
     std::fprintf(stderr, "  %dx%d prefill %.1f tok/s, decode %.1f tok/s\n", c.batch,
                  c.prompt_len, row.prefill_tok_s, row.decode_tok_s);
+    if (absl::GetFlag(FLAGS_profile)) {
+      runner.set_decode_profile(nullptr);
+      std::fprintf(stderr, "  decode profile (%s, %dx%d):\n%s", name.c_str(), c.batch,
+                   c.prompt_len, profile.Table().c_str());
+    }
     rows->push_back(row);
   }
   return absl::OkStatus();
