@@ -137,6 +137,15 @@ class AtomKernels {
   // y [x.n, w.rows] = dequantized (x · Wᵀ) per the Result formula above.
   // REQUIRES: x.spec == w.spec (same k, n_outliers, group, bits).
   virtual void MatMul(const AtomWeightView& w, const AtomActivations& x, float* y) = 0;
+
+  // ys[i] [x.n, ws[i]->rows] = MatMul(*ws[i], x) for i < count: the linears that read one
+  // activation (q/k/v; gate/up) in one call, each result exactly as MatMul's. A backend may
+  // run them as one pass (the CPU kernels: one activation plan, one parallel region over
+  // all rows). The default calls MatMul for each.
+  virtual void MatMulMany(const AtomWeightView* const* ws, int count, const AtomActivations& x,
+                          float* const* ys) {
+    for (int i = 0; i < count; ++i) MatMul(*ws[i], x, ys[i]);
+  }
 };
 
 }  // namespace loom::kernels::quant

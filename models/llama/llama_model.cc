@@ -201,18 +201,12 @@ void LlamaModel::QuantAttention(int layer, const BatchPlan& plan, PagedKvCache* 
   const int qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
   {
     StepTimer timer(ws->profile, StepOp::kQkv);
-    atom.MatMul(Q.q, ws->atom, ws->q.data());
+    const kernels::quant::AtomWeightView* w[3] = {&Q.q, &Q.k, &Q.v};
+    float* y[3] = {ws->q.data(), ws->k.data(), ws->v.data()};
+    atom.MatMulMany(w, 3, ws->atom, y);
   }
   ApplyLora(plan, layer, Projection::kQ, ws->xn.data(), c.hidden, qd, ws->q.data(), ws);
-  {
-    StepTimer timer(ws->profile, StepOp::kQkv);
-    atom.MatMul(Q.k, ws->atom, ws->k.data());
-  }
   ApplyLora(plan, layer, Projection::kK, ws->xn.data(), c.hidden, kvd, ws->k.data(), ws);
-  {
-    StepTimer timer(ws->profile, StepOp::kQkv);
-    atom.MatMul(Q.v, ws->atom, ws->v.data());
-  }
   ApplyLora(plan, layer, Projection::kV, ws->xn.data(), c.hidden, kvd, ws->v.data(), ws);
   RopeAndAttend(layer, plan, kv, ws);
   {
@@ -241,14 +235,12 @@ void LlamaModel::QuantFeedForward(int layer, const BatchPlan& plan, ForwardWorks
   // gate/up rows come out in silu_mul.perm order (so do the permuted adapters' B rows).
   {
     StepTimer timer(ws->profile, StepOp::kGateUp);
-    atom.MatMul(Q.gate, ws->atom, ws->gate.data());
+    const kernels::quant::AtomWeightView* w[2] = {&Q.gate, &Q.up};
+    float* y[2] = {ws->gate.data(), ws->up.data()};
+    atom.MatMulMany(w, 2, ws->atom, y);
   }
   ApplyLora(plan, layer, Projection::kGate, ws->xn.data(), c.hidden, c.intermediate,
             ws->gate.data(), ws);
-  {
-    StepTimer timer(ws->profile, StepOp::kGateUp);
-    atom.MatMul(Q.up, ws->atom, ws->up.data());
-  }
   ApplyLora(plan, layer, Projection::kUp, ws->xn.data(), c.hidden, c.intermediate,
             ws->up.data(), ws);
   {

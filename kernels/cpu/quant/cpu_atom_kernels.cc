@@ -87,24 +87,52 @@ class CpuAtomKernels final : public AtomKernels {
   }
 
   void MatMul(const AtomWeightView& w, const AtomActivations& x, float* y) override {
-    if (x.n <= 0 || w.rows <= 0) return;
-    if (x.spec != w.spec) {
-      std::fill(y, y + static_cast<size_t>(x.n) * w.rows, std::numeric_limits<float>::quiet_NaN());
+    const AtomWeightView* ws[1] = {&w};
+    float* ys[1] = {y};
+    MatMulMany(ws, 1, x, ys);
+  }
+
+  // One plan and one parallel region over the concatenated rows of every weight; a chunk
+  // that straddles two weights runs each part with its own output. Chunking does not
+  // change any result (each element's sequence is fixed; see atom_cpu_kernels.h).
+  void MatMulMany(const AtomWeightView* const* ws, int count, const AtomActivations& x,
+                  float* const* ys) override {
+    if (x.n <= 0 || count <= 0) return;
+    int64_t total = 0;
+    bool all_match = true;
+    for (int i = 0; i < count; ++i) {
+      if (x.spec != ws[i]->spec) {
+        std::fill(ys[i], ys[i] + static_cast<size_t>(x.n) * std::max<int64_t>(ws[i]->rows, 0),
+                  std::numeric_limits<float>::quiet_NaN());
+        all_match = false;
+      }
+      total += std::max<int64_t>(ws[i]->rows, 0);
+    }
+    if (!all_match) {  // the NaN rule per weight; the matching ones one at a time
+      for (int i = 0; i < count; ++i) {
+        if (x.spec == ws[i]->spec) MatMulMany(ws + i, 1, x, ys + i);
+      }
       return;
     }
-    const AtomKernelTable* k = k_->supports(w.spec) ? k_ : cpu::quant::ScalarAtomKernels();
+    if (total <= 0) return;
+    const AtomKernelTable* k = k_->supports(x.spec) ? k_ : cpu::quant::ScalarAtomKernels();
     const MatMulPlan plan = Plan(x, k);
-    const int64_t rows = w.rows;
     const int threads = pool_.size();
     int64_t grain;
     if (x.n == 1) {  // bandwidth bound: ~8 chunks per thread, whole 8-row tiles
-      grain = std::max<int64_t>(8, RoundUp(CeilDiv(rows, threads * 8), 8));
+      grain = std::max<int64_t>(8, RoundUp(CeilDiv(total, threads * 8), 8));
     } else {  // compute bound: >= 4 chunks per thread, whole 2-row tiles
-      grain = std::max<int64_t>(2, RoundUp(CeilDiv(rows, threads * 4), 2));
+      grain = std::max<int64_t>(2, RoundUp(CeilDiv(total, threads * 4), 2));
     }
-    const bool parallel = static_cast<int64_t>(x.n) * rows * w.spec.k >= (1 << 16);
-    Run(rows, grain, parallel, [&](int64_t r0, int64_t r1) {
-      k->matmul(plan, w, r0, r1, y, rows);
+    const bool parallel = static_cast<int64_t>(x.n) * total * x.spec.k >= (1 << 16);
+    Run(total, grain, parallel, [&](int64_t b, int64_t e) {
+      int64_t base = 0;
+      for (int i = 0; i < count && base < e; ++i) {
+        const int64_t rows = ws[i]->rows;
+        const int64_t r0 = std::max<int64_t>(b - base, 0), r1 = std::min<int64_t>(e - base, rows);
+        if (r0 < r1) k->matmul(plan, *ws[i], r0, r1, ys[i], rows);
+        base += rows;
+      }
     });
   }
 

@@ -169,6 +169,48 @@ TEST(CpuAtomKernels, IntegerPartsEqualReferenceExactly) {
   }
 }
 
+// MatMulMany (q/k/v-shaped: 576, 192 and 37 rows on one activation) equals MatMul of each
+// weight bitwise, whatever ISA, thread count and n; a weight of another spec gets NaNs
+// and leaves the others' results alone.
+TEST(CpuAtomKernels, MatMulManyEqualsEachMatMul) {
+  ThreadPool pool1(1), pool2(2);
+  const QuantSpec s{576, 64, 128, 4, 4};
+  const AtomWeight wq = MakeWeight(s, 576, 11), wk = MakeWeight(s, 192, 12),
+                   wv = MakeWeight(s, kRows, 13);
+  const AtomWeight other = MakeWeight(QuantSpec{576, 64, 64, 4, 4}, 64, 14);
+  for (CpuIsa isa : Isas()) {
+    for (ThreadPool* pool : {&pool1, &pool2}) {
+      auto cpu = CreateCpuAtomKernelsWithIsa(pool, isa);
+      for (int n : {1, 8, 33}) {
+        SCOPED_TRACE(std::string(cpu->name()) + " threads " + std::to_string(pool->size()) +
+                     " n " + std::to_string(n));
+        const std::vector<float> x = MakeX(n, s.k, 15 + n);
+        AtomActivations a;
+        cpu->Quantize(x.data(), n, nullptr, s, &a, nullptr);
+        std::vector<AtomWeightView> views = {wq.view(), wk.view(), wv.view()};
+        std::vector<std::vector<float>> each(3), many(3);
+        for (int i = 0; i < 3; ++i) {
+          each[i].resize(static_cast<size_t>(n) * views[i].rows);
+          many[i].assign(each[i].size(), -1.0f);
+          cpu->MatMul(views[i], a, each[i].data());
+        }
+        const AtomWeightView* ws[3] = {&views[0], &views[1], &views[2]};
+        float* ys[3] = {many[0].data(), many[1].data(), many[2].data()};
+        cpu->MatMulMany(ws, 3, a, ys);
+        for (int i = 0; i < 3; ++i) ExpectBitwise(each[i], many[i]);
+
+        const AtomWeightView ov = other.view();
+        const AtomWeightView* mixed[2] = {&ov, &views[1]};
+        std::vector<float> yo(static_cast<size_t>(n) * ov.rows), yk(each[1].size());
+        float* ym[2] = {yo.data(), yk.data()};
+        cpu->MatMulMany(mixed, 2, a, ym);
+        for (float v : yo) ASSERT_TRUE(std::isnan(v));
+        ExpectBitwise(each[1], yk);
+      }
+    }
+  }
+}
+
 // n rows at once == each row alone (any position), for 1 and 2 threads.
 TEST(CpuAtomKernels, BatchInvariant) {
   ThreadPool pool1(1), pool2(2);
