@@ -12,7 +12,7 @@ absl::StatusOr<std::unique_ptr<EngineHost>> EngineHost::Start(const ServerOption
   const absl::Time t0 = absl::Now();
   spdlog::info("event=model_loading path={} threads={}", o.model, o.threads);
   absl::StatusOr<std::unique_ptr<ServingModel>> model =
-      ServingModel::Load(o.model, o.threads, o.quantized, o.quant_scheme);
+      ServingModel::Load(o.model, o.threads, o.quantized, o.quant_scheme, o.int8_head);
   if (!model.ok()) return model.status();
   h->model_ = *std::move(model);
   spdlog::info("event=model_loaded name={} seconds={:.2f} context={}", h->model_->name,

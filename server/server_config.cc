@@ -85,6 +85,7 @@ const std::map<std::string, Setter>& Setters() {
       {"model", Str(&ServerOptions::model)},
       {"quantized", Str(&ServerOptions::quantized)},
       {"quant_scheme", Str(&ServerOptions::quant_scheme)},
+      {"int8_head", Bool("int8_head", &ServerOptions::int8_head)},
       {"adapter_roots",
        [](const std::string& v, ServerOptions* o) {
          o->adapter_roots = SplitList(v);
@@ -280,6 +281,9 @@ absl::Status ServerOptions::Validate() const {
           "quant_scheme = '%s': must be w4a4 or w4a8 (weight bits come from the checkpoint)",
           quant_scheme));
     }
+  }
+  if (int8_head && quantized.empty()) {
+    return absl::InvalidArgumentError("int8_head requires quantized (a checkpoint)");
   }
   for (const PreloadAdapter& p : preload) {
     if (p.id.empty() || p.source.empty()) {

@@ -42,6 +42,7 @@ struct ServerOptions {
   // quantized linears. "" = the model's stored weights.
   std::string quantized;
   std::string quant_scheme;               // "" = the checkpoint's; w4a4 <-> w4a8 override
+  bool int8_head = false;                 // quantized only: INT8 output head (quantized_head.h)
   std::vector<std::string> adapter_roots;
   std::vector<PreloadAdapter> preload;    // loaded (and pinned) at start
   std::string host = "127.0.0.1";

@@ -155,6 +155,19 @@ TEST(ServerConfigTest, QuantSchemeNeedsACheckpointAndAnActivationOverride) {
   EXPECT_NE(s.message().find("weight bits come from the checkpoint"), std::string::npos) << s;
 }
 
+TEST(ServerConfigTest, Int8HeadNeedsACheckpoint) {
+  ServerOptions o;
+  EXPECT_FALSE(o.int8_head);
+  ASSERT_TRUE(ApplySetting("int8_head", "true", &o).ok());
+  EXPECT_TRUE(o.int8_head);
+  absl::Status s = o.Validate();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("int8_head requires quantized"), std::string::npos) << s;
+  ASSERT_TRUE(ApplySetting("quantized", "/ckpt", &o).ok());
+  EXPECT_TRUE(o.Validate().ok());
+  EXPECT_FALSE(ApplySetting("int8_head", "maybe", &o).ok());
+}
+
 TEST(ServerConfigTest, KvCacheDtypeParsesTheThreeFormats) {
   ServerOptions o;
   EXPECT_EQ(o.kv_cache_dtype, kernels::KvDtype::kF16);

@@ -32,7 +32,7 @@ std::string ModelId(const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<ServingModel>> ServingModel::Load(
     const std::string& path, int threads, const std::string& quantized,
-    const std::string& quant_scheme) {
+    const std::string& quant_scheme, bool int8_head) {
   auto m = std::make_unique<ServingModel>();
   absl::StatusOr<std::unique_ptr<ModelSource>> source = ModelSource::Open(path);
   if (!source.ok()) return source.status();
@@ -47,6 +47,9 @@ absl::StatusOr<std::unique_ptr<ServingModel>> ServingModel::Load(
   m->backend = kernels::CreateCpuBackendOnPool(m->pool.get());
   m->lora_ops = kernels::CreateCpuLoraOps(m->pool.get());
   if (quantized.empty()) {
+    if (int8_head) {
+      return absl::InvalidArgumentError("int8_head requires a quantized checkpoint");
+    }
     absl::StatusOr<std::unique_ptr<LlamaModel>> model =
         LlamaModel::Create(*std::move(source), m->backend.get(), m->lora_ops.get());
     if (!model.ok()) return model.status();
@@ -65,9 +68,13 @@ absl::StatusOr<std::unique_ptr<ServingModel>> ServingModel::Load(
   absl::StatusOr<std::unique_ptr<LlamaModel>> model = LlamaModel::CreateQuantized(
       *std::move(source), *std::move(q), m->backend.get(), m->atom.get(), m->lora_ops.get());
   if (!model.ok()) return model.status();
+  if (int8_head) {
+    if (absl::Status s = (*model)->UseInt8Head(); !s.ok()) return s;
+  }
   m->model = *std::move(model);
-  spdlog::info("event=quantized_model checkpoint={} scheme={} kernels={}", quantized,
-               kernels::quant::QuantSchemeName(m->model->scheme()), m->atom->name());
+  spdlog::info("event=quantized_model checkpoint={} scheme={} kernels={} head={}", quantized,
+               kernels::quant::QuantSchemeName(m->model->scheme()), m->atom->name(),
+               int8_head ? "int8" : "stored");
   return m;
 }
 

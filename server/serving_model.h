@@ -30,12 +30,13 @@ std::string ModelId(const std::string& path);
 struct ServingModel {
   // `path`: GGUF file or HF directory. `threads`: kernel threads (0 = all hardware
   // threads). `quantized`: a loom-atom checkpoint directory overlaid on `path` ("" =
-  // none), run with `quant_scheme` ("" = the checkpoint's scheme). Errors of
+  // none), run with `quant_scheme` ("" = the checkpoint's scheme) and, with `int8_head`,
+  // the INT8 output head (LlamaModel::UseInt8Head). Errors of
   // ModelSource::Open / Tokenizer::Create / LoadQuantizedWeights (FailedPrecondition for a
   // checkpoint of another model) / LlamaModel::Create(Quantized).
   static absl::StatusOr<std::unique_ptr<ServingModel>> Load(
       const std::string& path, int threads, const std::string& quantized = "",
-      const std::string& quant_scheme = "");
+      const std::string& quant_scheme = "", bool int8_head = false);
 
   // An adapter loaded from `source` and bound to this model (for a quantized model, its
   // copy permuted to the checkpoint's channel orders). The AdapterStore's loader.

@@ -61,6 +61,10 @@ absl::StatusOr<std::unique_ptr<EvalModel>> LoadEvalModel(const EvalModelOptions&
     model = LlamaModel::Create(*std::move(source), m->backend.get(), m->lora.get());
   }
   if (!model.ok()) return model.status();
+  if (o.int8_head) {
+    if (absl::Status s = (*model)->UseInt8Head(); !s.ok()) return s;
+    absl::StrAppend(&m->description, " + int8 head");
+  }
   m->model = *std::move(model);
   return m;
 }

@@ -26,6 +26,7 @@ struct EvalModelOptions {
   std::string scheme_override;  // "", or a scheme with the checkpoint's weight bits
   bool verify_sha256 = false;   // check the base file's sha256 against the checkpoint's
   bool reference_atom = false;  // scalar reference Atom kernels instead of the CPU ones
+  bool int8_head = false;       // quantized only: the INT8 output head (quantized_head.h)
 };
 
 // A model with the kernels it runs on. `pool` (shared by all kernels) must outlive it.

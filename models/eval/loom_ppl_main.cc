@@ -5,7 +5,8 @@
 //   loom_ppl --text FILE [--model PATH] [--adapter PATH] [--context 512] [--stride 256]
 //            [--max_tokens 50000] [--threads 2] [--f32] [--add_bos] [--verbose]
 //            [--kv_dtype f16|int8|int4]
-//            [--quantized DIR [--scheme_override w4a8] [--verify_sha256] [--reference_atom]]
+//            [--quantized DIR [--scheme_override w4a8] [--verify_sha256] [--reference_atom]
+//             [--int8_head]]
 //
 // With --quantized the base model (--model) supplies embeddings, norms and the output head
 // (dequantized to F32 with --f32) and the checkpoint the seven linears of every layer; an
@@ -48,6 +49,8 @@ ABSL_FLAG(std::string, scheme_override, "",
           "run the checkpoint with another activation precision (w4a4 <-> w4a8)");
 ABSL_FLAG(bool, verify_sha256, false, "check the base model's sha256 against the checkpoint");
 ABSL_FLAG(bool, reference_atom, false, "scalar reference Atom kernels (slow)");
+ABSL_FLAG(bool, int8_head, false,
+          "with --quantized: run the output head as INT8 Atom linear (requantized at load)");
 
 namespace loom {
 namespace {
@@ -76,6 +79,7 @@ absl::Status Run() {
   mo.scheme_override = absl::GetFlag(FLAGS_scheme_override);
   mo.verify_sha256 = absl::GetFlag(FLAGS_verify_sha256);
   mo.reference_atom = absl::GetFlag(FLAGS_reference_atom);
+  mo.int8_head = absl::GetFlag(FLAGS_int8_head);
   absl::StatusOr<std::unique_ptr<EvalModel>> model = LoadEvalModel(mo, &pool);
   if (!model.ok()) return model.status();
   const LlamaModel& m = *(*model)->model;

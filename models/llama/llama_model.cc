@@ -41,6 +41,16 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateQuantized(
   return m;
 }
 
+absl::Status LlamaModel::UseInt8Head() {
+  if (!quant_) {
+    return absl::FailedPreconditionError("the INT8 output head needs a quantized model");
+  }
+  absl::StatusOr<QuantizedHead> h = QuantizeOutputHead(weights_.output);
+  if (!h.ok()) return h.status();
+  head_ = *std::move(h);
+  return absl::OkStatus();
+}
+
 void LlamaModel::Embed(const BatchPlan& plan, float* x) const {
   const kernels::WeightMatrix& e = weights_.token_embd;
   for (int t = 0; t < plan.n_tokens(); ++t) {
@@ -311,6 +321,12 @@ absl::Status LlamaModel::Forward(const BatchPlan& plan, PagedKvCache* kv, Forwar
   }
   backend_->RmsNorm(ws->last.data(), weights_.output_norm.data(), m, c.hidden, c.rms_eps,
                     ws->last.data());
+  if (head_) {
+    atom_->Quantize(ws->last.data(), m, head_->perm.data(), head_->weight.spec, &ws->atom,
+                    nullptr);
+    atom_->MatMul(head_->weight.view(), ws->atom, logits);
+    return absl::OkStatus();
+  }
   backend_->PackActivations(weights_.output.dtype, ws->last.data(), m, c.hidden, &ws->pack);
   backend_->MatMul(weights_.output, ws->pack, logits);
   return absl::OkStatus();

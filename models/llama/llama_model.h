@@ -4,7 +4,8 @@
 //
 // Quantized mode (CreateQuantized): the seven linear layers of every layer run as Atom
 // quantized linears (kernels/quant/atom_format.h) on AtomKernels; everything else
-// (embedding, norms' weights, attention, output head) as in the unquantized model. Per layer:
+// (embedding, norms' weights, attention, output head) as in the unquantized model (the
+// head optionally as an INT8 Atom linear: UseInt8Head). Per layer:
 //   RmsNormQuantize(x, attn_norm.perm) -> q, k, v     (LoRA reads the permuted normed rows)
 //   attention (original order) -> Quantize(attn_out.perm) -> o
 //   RmsNormQuantize(x, ffn_norm.perm) -> gate, up     (outputs in silu_mul.perm order)
@@ -27,6 +28,7 @@
 #include "models/kv_cache/paged_kv_cache.h"
 #include "models/llama/batch_plan.h"
 #include "models/llama/llama_weights.h"
+#include "models/llama/quantized_head.h"
 #include "models/llama/quantized_weights.h"
 #include "models/llama/step_profile.h"
 #include "models/weights/model_source.h"
@@ -84,6 +86,12 @@ class LlamaModel {
       kernels::Backend* backend, kernels::quant::AtomKernels* atom,
       kernels::LoraOps* lora = nullptr);
 
+  // Quantized mode only: runs the output head as an INT8 Atom linear from now on
+  // (models/llama/quantized_head.h), requantized from the stored output matrix.
+  // FailedPrecondition for an unquantized model. Not thread-safe with Forward.
+  absl::Status UseInt8Head();
+  bool int8_head() const { return head_.has_value(); }
+
   // The quantized linears, or nullptr for an unquantized model.
   const QuantizedWeights* quantized() const { return quant_ ? &*quant_ : nullptr; }
   kernels::quant::QuantScheme scheme() const {
@@ -129,6 +137,7 @@ class LlamaModel {
   kernels::LoraOps* lora_;
   std::optional<QuantizedWeights> quant_;
   kernels::quant::AtomKernels* atom_ = nullptr;
+  std::optional<QuantizedHead> head_;  // set by UseInt8Head
 };
 
 }  // namespace loom

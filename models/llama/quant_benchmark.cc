@@ -5,7 +5,8 @@
 //
 //   quant_benchmark --quantized DIR[:SCHEME],DIR[:SCHEME],... [--model PATH]
 //                   [--configs 1x128,8x128,32x128] [--decode_steps 32] [--runs 3]
-//                   [--threads 2] [--token_budget 512] [--json_out FILE]
+//                   [--threads 2] [--token_budget 512] [--json_out FILE] [--int8_head]
+//                   [--profile]
 //
 // Per model and configuration BxP: prefill tokens/s and aggregate decode tokens/s, measured
 // by bench::Runner (models/llama/bench_runner.h) exactly as llama_benchmark does, so
@@ -46,6 +47,8 @@ ABSL_FLAG(int, token_budget, 512, "max tokens per prefill step");
 ABSL_FLAG(uint32_t, seed, 1, "prompt token seed");
 ABSL_FLAG(std::string, kv_cache_dtype, "f16", "KV cache rows: f16, int8 or int4");
 ABSL_FLAG(std::string, json_out, "", "also write the JSON line to this file");
+ABSL_FLAG(bool, int8_head, false,
+          "run every quantized checkpoint's output head as INT8 Atom linear (quantized_head.h)");
 ABSL_FLAG(bool, profile, false,
           "print each model's decode time per operation (measured runs of each config)");
 
@@ -134,12 +137,14 @@ absl::Status Main() {
     std::vector<std::string> parts = absl::StrSplit(item, ':');
     EvalModelOptions o = base;
     o.quantized_dir = parts[0];
+    o.int8_head = absl::GetFlag(FLAGS_int8_head);
     if (parts.size() > 1) o.scheme_override = parts[1];
     std::string name = parts[0];
     if (size_t slash = name.find_last_of('/'); slash != std::string::npos) {
       name = name.substr(slash + 1);
     }
     if (parts.size() > 1) name = absl::StrCat(name, "->", parts[1]);
+    if (o.int8_head) name = absl::StrCat(name, "+h8");
     if (absl::Status s = Measure(name, o, *configs, &pool, &rows); !s.ok()) return s;
   }
 

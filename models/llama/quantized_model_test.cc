@@ -299,6 +299,32 @@ TEST_F(QuantizedModelTest, W8A8WithRandomPermutationsAgreesWithF32) {
   std::printf("wrong permutations: agreement %.3f\n", agree_wrong);
 }
 
+// The INT8 head (requantized at load, its own channel order) gives logits close to the
+// stored head's: top-1 agreement and a small relative error over every logit. An
+// unquantized model refuses it.
+TEST_F(QuantizedModelTest, Int8HeadTracksTheStoredHead) {
+  const int vocab = f32_->config().vocab_size;
+  auto q = Quantized(kq::QuantScheme::kW8A8, 11);
+  ASSERT_NE(q, nullptr);
+  const std::vector<float> stored = Run1(*q);
+  ASSERT_FALSE(q->int8_head());
+  ASSERT_TRUE(q->UseInt8Head().ok());
+  EXPECT_TRUE(q->int8_head());
+  const std::vector<float> int8 = Run1(*q);
+  ASSERT_EQ(stored.size(), int8.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < stored.size(); ++i) {
+    num += (int8[i] - stored[i]) * (int8[i] - stored[i]);
+    den += stored[i] * stored[i];
+  }
+  const double rel = std::sqrt(num / den);
+  const double agree = Top1Agreement(stored, int8, vocab);
+  EXPECT_LT(rel, 0.04) << "relative RMS logit error of the INT8 head";
+  EXPECT_GE(agree, 0.9);
+  std::printf("INT8 head: relative logit error %.4f, top-1 agreement %.3f\n", rel, agree);
+  EXPECT_EQ(f32_->UseInt8Head().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(QuantizedModelTest, PermutedAdapterMovesLogitsLikeTheF32Path) {
   const LlamaConfig& cfg = f32_->config();
   std::unique_ptr<LoraAdapter> adapter = RandomAdapter(cfg, 21, 0.1f);
