@@ -208,11 +208,13 @@ class CpuAtomKernels final : public AtomKernels {
     return Grow(buf, static_cast<size_t>(count));
   }
 
-  // Rows of activation work: parallel when large (each row entirely on one thread).
+  // Rows of activation work: parallel from 16k values (a batch-32 decode step's 576-wide
+  // rows), at least two chunks per thread (each row entirely on one thread).
   template <typename F>
   void ForRows(int n, int k, const F& f) {
-    const int64_t grain = std::max<int64_t>(1, 8192 / std::max(k, 1));
-    Run(n, grain, static_cast<int64_t>(n) * k >= 32768, f);
+    const int64_t per_thread = CeilDiv(n, 2 * static_cast<int64_t>(pool_.size()));
+    const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(8192 / std::max(k, 1), per_thread));
+    Run(n, grain, static_cast<int64_t>(n) * k >= 16384, f);
   }
 
   template <typename F>
