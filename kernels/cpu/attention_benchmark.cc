@@ -64,7 +64,7 @@ void BM_DecodeAttention(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations()) * B, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_DecodeAttention)
-    ->ArgsProduct({{0, 1, 2}, {1, 30}, {32}, {144, 512}, {1, 2}})
+    ->ArgsProduct({{0, 1, 2}, {1, 30}, {32}, {16, 144, 512}, {1, 2}})
     ->UseRealTime()
     ->MinTime(0.3);
 
