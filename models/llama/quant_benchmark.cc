@@ -3,7 +3,7 @@
 // dequantized to F32) and each quantized checkpoint given (W8A8 / W4A8 / W4A4 with
 // outliers, optionally run with another activation precision). Not a test.
 //
-//   quant_benchmark --quantized DIR[:SCHEME],DIR[:SCHEME],... [--model PATH]
+//   quant_benchmark --quantized DIR[:SCHEME][:int8_head],... [--model PATH] [--interleave]
 //                   [--configs 1x128,8x128,32x128] [--decode_steps 32] [--runs 3]
 //                   [--threads 2] [--token_budget 512] [--json_out FILE] [--int8_head]
 //                   [--profile]
@@ -12,7 +12,10 @@
 // by bench::Runner (models/llama/bench_runner.h) exactly as llama_benchmark does, so
 // scripts/bench_llamacpp.py with the same --configs/--decode_steps/--token_budget gives
 // llama.cpp's figures on its Q4_1 file. One warm-up run, then the median of --runs (the
-// fastest run too). Models are loaded one at a time.
+// fastest run too). Models are loaded one at a time, or all at once with --interleave,
+// whose runs alternate between the models (one run of each per round) and which prints
+// each round's decode ratio to f32: the machine's drift then hits every model alike.
+// DIR:int8_head runs that checkpoint with the INT8 output head (--int8_head: all of them).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -49,6 +52,10 @@ ABSL_FLAG(std::string, kv_cache_dtype, "f16", "KV cache rows: f16, int8 or int4"
 ABSL_FLAG(std::string, json_out, "", "also write the JSON line to this file");
 ABSL_FLAG(bool, int8_head, false,
           "run every quantized checkpoint's output head as INT8 Atom linear (quantized_head.h)");
+ABSL_FLAG(bool, interleave, false,
+          "load every model at once and alternate their runs (one run of each per round), so "
+          "each sees the same stretch of machine time; also prints each round's decode ratio "
+          "to f32");
 ABSL_FLAG(bool, profile, false,
           "print each model's decode time per operation (measured runs of each config)");
 
@@ -59,15 +66,28 @@ struct Row {
   std::string name;
   int batch = 0, prompt_len = 0;
   double prefill_tok_s = 0, decode_tok_s = 0, best_prefill = 0, best_decode = 0;
+  std::vector<double> decode_s;  // every measured run, in order
 };
 
-absl::Status Measure(const std::string& name, const EvalModelOptions& o,
-                     const std::vector<bench::Config>& configs, kernels::ThreadPool* pool,
-                     std::vector<Row>* rows) {
+// One model under measurement: its kernels, KV cache and runner.
+struct Subject {
+  std::string name;
+  std::unique_ptr<EvalModel> model;
+  std::unique_ptr<PagedKvCache> kv;
+  std::unique_ptr<bench::Runner> runner;
+  StepProfile profile;
+};
+
+absl::StatusOr<std::unique_ptr<Subject>> Load(const std::string& name, const EvalModelOptions& o,
+                                              const std::vector<bench::Config>& configs,
+                                              kernels::ThreadPool* pool) {
+  auto s = std::make_unique<Subject>();
+  s->name = name;
   absl::StatusOr<std::unique_ptr<EvalModel>> m = LoadEvalModel(o, pool);
   if (!m.ok()) return m.status();
-  const LlamaModel& model = *(*m)->model;
-  const int steps = absl::GetFlag(FLAGS_decode_steps), runs = absl::GetFlag(FLAGS_runs);
+  s->model = *std::move(m);
+  const LlamaModel& model = *s->model->model;
+  const int steps = absl::GetFlag(FLAGS_decode_steps);
   KvCacheOptions kvo;
   absl::StatusOr<kernels::KvDtype> kv_dtype =
       kernels::ParseKvDtype(absl::GetFlag(FLAGS_kv_cache_dtype));
@@ -76,38 +96,75 @@ absl::Status Measure(const std::string& name, const EvalModelOptions& o,
   kvo.n_pages = bench::PagesFor(configs, steps, kvo.page_size);
   absl::StatusOr<std::unique_ptr<PagedKvCache>> kv = PagedKvCache::Create(model.config(), kvo);
   if (!kv.ok()) return kv.status();
-  bench::Runner runner(&model, kv->get(), absl::GetFlag(FLAGS_token_budget), steps);
-  StepProfile profile;
-  std::fprintf(stderr, "%s: %s\n", name.c_str(), (*m)->description.c_str());
-  for (size_t ci = 0; ci < configs.size(); ++ci) {
-    const bench::Config& c = configs[ci];
-    const auto prompts = bench::RandomPrompts(c, model.config().vocab_size,
-                                              absl::GetFlag(FLAGS_seed) + static_cast<uint32_t>(ci));
-    if (absl::StatusOr<bench::RunTimes> w = runner.Run(prompts); !w.ok()) return w.status();
-    std::vector<double> pre, dec;
-    profile.Clear();
-    if (absl::GetFlag(FLAGS_profile)) runner.set_decode_profile(&profile);
-    for (int r = 0; r < runs; ++r) {
-      absl::StatusOr<bench::RunTimes> t = runner.Run(prompts);
-      if (!t.ok()) return t.status();
-      pre.push_back(t->prefill_s);
-      dec.push_back(t->decode_s);
+  s->kv = *std::move(kv);
+  s->runner = std::make_unique<bench::Runner>(&model, s->kv.get(),
+                                              absl::GetFlag(FLAGS_token_budget), steps);
+  std::fprintf(stderr, "%s: %s\n", name.c_str(), s->model->description.c_str());
+  return s;
+}
+
+// Measures config `ci` of every subject: one warm-up run each, then --runs runs each,
+// either subject after subject or (interleave) round-robin, one run of each per round,
+// so that every subject sees the same stretch of machine time.
+absl::Status MeasureConfig(const std::vector<std::unique_ptr<Subject>>& subjects,
+                           const std::vector<bench::Config>& configs, size_t ci,
+                           bool interleave, std::vector<Row>* rows) {
+  const bench::Config& c = configs[ci];
+  const int steps = absl::GetFlag(FLAGS_decode_steps), runs = absl::GetFlag(FLAGS_runs);
+  const bool profile = absl::GetFlag(FLAGS_profile);
+  std::vector<std::vector<std::vector<int32_t>>> prompts;
+  std::vector<std::vector<double>> pre(subjects.size()), dec(subjects.size());
+  auto run_once = [&](size_t i, bool measured) -> absl::Status {
+    Subject& s = *subjects[i];
+    s.runner->set_decode_profile(measured && profile ? &s.profile : nullptr);
+    absl::StatusOr<bench::RunTimes> t = s.runner->Run(prompts[i]);
+    s.runner->set_decode_profile(nullptr);
+    if (!t.ok()) return t.status();
+    if (measured) {
+      pre[i].push_back(t->prefill_s);
+      dec[i].push_back(t->decode_s);
     }
-    Row row{name, c.batch, c.prompt_len};
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < subjects.size(); ++i) {
+    prompts.push_back(bench::RandomPrompts(c, subjects[i]->model->model->config().vocab_size,
+                                           absl::GetFlag(FLAGS_seed) + static_cast<uint32_t>(ci)));
+    subjects[i]->profile.Clear();
+  }
+  if (interleave) {
+    for (size_t i = 0; i < subjects.size(); ++i) {
+      if (absl::Status st = run_once(i, false); !st.ok()) return st;
+    }
+    for (int r = 0; r < runs; ++r) {
+      for (size_t i = 0; i < subjects.size(); ++i) {
+        if (absl::Status st = run_once(i, true); !st.ok()) return st;
+      }
+    }
+  } else {
+    for (size_t i = 0; i < subjects.size(); ++i) {
+      if (absl::Status st = run_once(i, false); !st.ok()) return st;
+      for (int r = 0; r < runs; ++r) {
+        if (absl::Status st = run_once(i, true); !st.ok()) return st;
+      }
+    }
+  }
+  for (size_t i = 0; i < subjects.size(); ++i) {
+    Row row{subjects[i]->name, c.batch, c.prompt_len};
     const double pt = static_cast<double>(c.batch) * c.prompt_len;
     const double dt = static_cast<double>(c.batch) * steps;
-    row.prefill_tok_s = pt / bench::Median(pre);
-    row.decode_tok_s = dt / bench::Median(dec);
-    row.best_prefill = pt / *std::min_element(pre.begin(), pre.end());
-    row.best_decode = dt / *std::min_element(dec.begin(), dec.end());
-    std::fprintf(stderr, "  %dx%d prefill %.1f tok/s, decode %.1f tok/s\n", c.batch,
-                 c.prompt_len, row.prefill_tok_s, row.decode_tok_s);
-    if (absl::GetFlag(FLAGS_profile)) {
-      runner.set_decode_profile(nullptr);
-      std::fprintf(stderr, "  decode profile (%s, %dx%d):\n%s", name.c_str(), c.batch,
-                   c.prompt_len, profile.Table().c_str());
+    row.prefill_tok_s = pt / bench::Median(pre[i]);
+    row.decode_tok_s = dt / bench::Median(dec[i]);
+    row.best_prefill = pt / *std::min_element(pre[i].begin(), pre[i].end());
+    row.best_decode = dt / *std::min_element(dec[i].begin(), dec[i].end());
+    row.decode_s = dec[i];
+    std::fprintf(stderr, "  %s %dx%d prefill %.1f tok/s, decode %.1f tok/s\n",
+                 subjects[i]->name.c_str(), c.batch, c.prompt_len, row.prefill_tok_s,
+                 row.decode_tok_s);
+    if (profile) {
+      std::fprintf(stderr, "  decode profile (%s, %dx%d):\n%s", subjects[i]->name.c_str(),
+                   c.batch, c.prompt_len, subjects[i]->profile.Table().c_str());
     }
-    rows->push_back(row);
+    rows->push_back(std::move(row));
   }
   return absl::OkStatus();
 }
@@ -123,14 +180,12 @@ absl::Status Main() {
   kernels::ThreadPool pool(threads);
   EvalModelOptions base;
   base.model_path = absl::GetFlag(FLAGS_model);
-  std::vector<Row> rows;
-  if (absl::GetFlag(FLAGS_stored)) {
-    if (absl::Status s = Measure("q4_1", base, *configs, &pool, &rows); !s.ok()) return s;
-  }
+  std::vector<std::pair<std::string, EvalModelOptions>> specs;
+  if (absl::GetFlag(FLAGS_stored)) specs.emplace_back("q4_1", base);
   if (absl::GetFlag(FLAGS_f32)) {
     EvalModelOptions o = base;
     o.f32 = true;
-    if (absl::Status s = Measure("f32", o, *configs, &pool, &rows); !s.ok()) return s;
+    specs.emplace_back("f32", o);
   }
   for (absl::string_view item :
        absl::StrSplit(absl::GetFlag(FLAGS_quantized), ',', absl::SkipEmpty())) {
@@ -138,14 +193,43 @@ absl::Status Main() {
     EvalModelOptions o = base;
     o.quantized_dir = parts[0];
     o.int8_head = absl::GetFlag(FLAGS_int8_head);
-    if (parts.size() > 1) o.scheme_override = parts[1];
     std::string name = parts[0];
     if (size_t slash = name.find_last_of('/'); slash != std::string::npos) {
       name = name.substr(slash + 1);
     }
-    if (parts.size() > 1) name = absl::StrCat(name, "->", parts[1]);
+    for (size_t i = 1; i < parts.size(); ++i) {
+      if (parts[i] == "int8_head") {
+        o.int8_head = true;
+      } else {
+        o.scheme_override = parts[i];
+        name = absl::StrCat(name, "->", parts[i]);
+      }
+    }
     if (o.int8_head) name = absl::StrCat(name, "+h8");
-    if (absl::Status s = Measure(name, o, *configs, &pool, &rows); !s.ok()) return s;
+    specs.emplace_back(name, o);
+  }
+  std::vector<Row> rows;
+  const bool interleave = absl::GetFlag(FLAGS_interleave);
+  if (interleave) {  // every model loaded at once; runs alternate between them
+    std::vector<std::unique_ptr<Subject>> subjects;
+    for (const auto& [name, o] : specs) {
+      absl::StatusOr<std::unique_ptr<Subject>> s = Load(name, o, *configs, &pool);
+      if (!s.ok()) return s.status();
+      subjects.push_back(*std::move(s));
+    }
+    for (size_t ci = 0; ci < configs->size(); ++ci) {
+      if (absl::Status s = MeasureConfig(subjects, *configs, ci, true, &rows); !s.ok()) return s;
+    }
+  } else {  // one model in memory at a time
+    for (const auto& [name, o] : specs) {
+      std::vector<std::unique_ptr<Subject>> one;
+      absl::StatusOr<std::unique_ptr<Subject>> s = Load(name, o, *configs, &pool);
+      if (!s.ok()) return s.status();
+      one.push_back(*std::move(s));
+      for (size_t ci = 0; ci < configs->size(); ++ci) {
+        if (absl::Status st = MeasureConfig(one, *configs, ci, false, &rows); !st.ok()) return st;
+      }
+    }
   }
 
   auto find = [&](const std::string& name, int b, int p) -> const Row* {
@@ -172,6 +256,19 @@ absl::Status Main() {
         "\"decode_tok_s\":%.3f,\"best_prefill_tok_s\":%.3f,\"best_decode_tok_s\":%.3f}",
         r.name, r.batch, r.prompt_len, r.prefill_tok_s, r.decode_tok_s, r.best_prefill,
         r.best_decode));
+  }
+  if (interleave) {  // the same round's runs of a model and of f32 ran back to back
+    for (const Row& r : rows) {
+      const Row* f = find("f32", r.batch, r.prompt_len);
+      if (f == nullptr || f == &r || f->decode_s.size() != r.decode_s.size()) continue;
+      std::vector<double> ratios;
+      for (size_t i = 0; i < r.decode_s.size(); ++i) ratios.push_back(f->decode_s[i] / r.decode_s[i]);
+      std::vector<std::string> txt;
+      for (double v : ratios) txt.push_back(absl::StrFormat("%.2f", v));
+      absl::PrintF("%s %dx%d decode vs f32 per round: %s (median %.2fx, min %.2fx)\n", r.name,
+                   r.batch, r.prompt_len, absl::StrJoin(txt, " "), bench::Median(ratios),
+                   *std::min_element(ratios.begin(), ratios.end()));
+    }
   }
   const std::string line = absl::StrFormat(
       "{\"impl\":\"loom\",\"threads\":%d,\"token_budget\":%d,\"decode_steps\":%d,\"runs\":%d,"
