@@ -18,11 +18,12 @@ absl::StatusOr<QuantizedHead> QuantizeOutputHead(const kernels::WeightMatrix& ou
         "output head [%d, %d]: the INT8 head needs a non-empty matrix with >= 64 columns",
         rows, k));
   }
-  std::vector<float> w(static_cast<size_t>(rows) * k);
+  // Two passes over the stored rows (energy, then the permuted copy) so that only one
+  // float copy of the matrix exists at a time.
+  std::vector<float> row(k);
   std::vector<double> energy(k, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
-    float* row = w.data() + r * k;
-    DequantizeRow(output.dtype, output.data + r * output.row_bytes, row, k);
+    DequantizeRow(output.dtype, output.data + r * output.row_bytes, row.data(), k);
     for (int j = 0; j < k; ++j) energy[j] += static_cast<double>(row[j]) * row[j];
   }
   QuantizedHead head;
@@ -31,8 +32,11 @@ absl::StatusOr<QuantizedHead> QuantizeOutputHead(const kernels::WeightMatrix& ou
   // Ascending energy, ties by channel index: the highest-energy channels end up last.
   std::stable_sort(head.perm.begin(), head.perm.end(),
                    [&](int32_t a, int32_t b) { return energy[a] < energy[b]; });
-  std::vector<float> permuted(w.size());
-  kernels::quant::PermuteColumns(w.data(), rows, k, head.perm.data(), permuted.data());
+  std::vector<float> permuted(static_cast<size_t>(rows) * k);
+  for (int64_t r = 0; r < rows; ++r) {
+    DequantizeRow(output.dtype, output.data + r * output.row_bytes, row.data(), k);
+    kernels::quant::PermuteColumns(row.data(), 1, k, head.perm.data(), permuted.data() + r * k);
+  }
   const kernels::quant::QuantSpec spec{k, HeadOutliers(k), kHeadGroup, 8, 8};
   absl::StatusOr<kernels::quant::AtomWeight> q =
       kernels::quant::QuantizeWeightRTN(permuted.data(), rows, spec);
