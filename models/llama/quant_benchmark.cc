@@ -103,12 +103,12 @@ absl::StatusOr<std::unique_ptr<Subject>> Load(const std::string& name, const Eva
   return s;
 }
 
-// Measures config `ci` of every subject: one warm-up run each, then --runs runs each,
-// either subject after subject or (interleave) round-robin, one run of each per round,
-// so that every subject sees the same stretch of machine time.
+// Measures config `ci` of every subject: one warm-up run each, then --runs rounds of one
+// run of each subject (with a single subject: its runs back to back), so that subjects
+// measured together see the same stretch of machine time.
 absl::Status MeasureConfig(const std::vector<std::unique_ptr<Subject>>& subjects,
                            const std::vector<bench::Config>& configs, size_t ci,
-                           bool interleave, std::vector<Row>* rows) {
+                           std::vector<Row>* rows) {
   const bench::Config& c = configs[ci];
   const int steps = absl::GetFlag(FLAGS_decode_steps), runs = absl::GetFlag(FLAGS_runs);
   const bool profile = absl::GetFlag(FLAGS_profile);
@@ -131,21 +131,12 @@ absl::Status MeasureConfig(const std::vector<std::unique_ptr<Subject>>& subjects
                                            absl::GetFlag(FLAGS_seed) + static_cast<uint32_t>(ci)));
     subjects[i]->profile.Clear();
   }
-  if (interleave) {
+  for (size_t i = 0; i < subjects.size(); ++i) {
+    if (absl::Status st = run_once(i, false); !st.ok()) return st;
+  }
+  for (int r = 0; r < runs; ++r) {
     for (size_t i = 0; i < subjects.size(); ++i) {
-      if (absl::Status st = run_once(i, false); !st.ok()) return st;
-    }
-    for (int r = 0; r < runs; ++r) {
-      for (size_t i = 0; i < subjects.size(); ++i) {
-        if (absl::Status st = run_once(i, true); !st.ok()) return st;
-      }
-    }
-  } else {
-    for (size_t i = 0; i < subjects.size(); ++i) {
-      if (absl::Status st = run_once(i, false); !st.ok()) return st;
-      for (int r = 0; r < runs; ++r) {
-        if (absl::Status st = run_once(i, true); !st.ok()) return st;
-      }
+      if (absl::Status st = run_once(i, true); !st.ok()) return st;
     }
   }
   for (size_t i = 0; i < subjects.size(); ++i) {
@@ -218,7 +209,7 @@ absl::Status Main() {
       subjects.push_back(*std::move(s));
     }
     for (size_t ci = 0; ci < configs->size(); ++ci) {
-      if (absl::Status s = MeasureConfig(subjects, *configs, ci, true, &rows); !s.ok()) return s;
+      if (absl::Status s = MeasureConfig(subjects, *configs, ci, &rows); !s.ok()) return s;
     }
   } else {  // one model in memory at a time
     for (const auto& [name, o] : specs) {
@@ -227,7 +218,7 @@ absl::Status Main() {
       if (!s.ok()) return s.status();
       one.push_back(*std::move(s));
       for (size_t ci = 0; ci < configs->size(); ++ci) {
-        if (absl::Status st = MeasureConfig(one, *configs, ci, false, &rows); !st.ok()) return st;
+        if (absl::Status st = MeasureConfig(one, *configs, ci, &rows); !st.ok()) return st;
       }
     }
   }
