@@ -34,6 +34,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -85,6 +86,13 @@ inline bool operator!=(const QuantSpec& a, const QuantSpec& b) { return !(a == b
 // 8-bit weights are plain int8, zero-padded per row to k_normal_padded.
 inline int Int4FromNibble(uint8_t nibble) { return static_cast<int>(nibble & 0xF) - 8; }
 
+// A backend's own copy of one weight in the layout its kernels read fastest, made once
+// (at load) by AtomKernels::Prepare of that backend. Opaque outside the backend.
+class PreparedAtomWeight {
+ public:
+  virtual ~PreparedAtomWeight() = default;
+};
+
 // A quantized weight W [rows, k] (permuted columns). Views into caller-owned memory.
 struct AtomWeightView {
   QuantSpec spec;
@@ -93,6 +101,9 @@ struct AtomWeightView {
   const float* scales = nullptr;        // [rows, spec.n_groups()]
   const int8_t* q_outlier = nullptr;    // [rows, spec.n_outliers]; null when 0 outliers
   const float* outlier_scales = nullptr;  // [rows]; null when 0 outliers
+  // Optional: the same weight as AtomKernels::Prepare laid it out (caller-owned, must
+  // outlive the view). Kernels that did not make it ignore it and read the fields above.
+  const PreparedAtomWeight* prepared = nullptr;
 };
 
 // Dynamically quantized activations x [n, k] (permuted channels), owned and reused
@@ -133,6 +144,13 @@ class AtomKernels {
   // rows), then quantize (identity permutation). `h` (nullable) receives h unquantized.
   virtual void SiluMulQuantize(const float* gate, const float* up, int n,
                                const QuantSpec& spec, AtomActivations* out, float* h) = 0;
+
+  // A copy of `w` in this backend's fastest layout, for w.prepared (results are bitwise
+  // those of the plain view); nullptr when the backend has none for w.spec. Load time.
+  virtual std::unique_ptr<PreparedAtomWeight> Prepare(const AtomWeightView& w) {
+    (void)w;
+    return nullptr;
+  }
 
   // y [x.n, w.rows] = dequantized (x · Wᵀ) per the Result formula above.
   // REQUIRES: x.spec == w.spec (same k, n_outliers, group, bits).

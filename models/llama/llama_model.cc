@@ -38,6 +38,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateQuantized(
   if (!m.ok()) return m.status();
   (*m)->quant_ = std::move(quantized);
   (*m)->atom_ = atom;
+  (*m)->PrepareQuantizedLinears();
   return m;
 }
 
@@ -48,7 +49,17 @@ absl::Status LlamaModel::UseInt8Head() {
   absl::StatusOr<QuantizedHead> h = QuantizeOutputHead(weights_.output);
   if (!h.ok()) return h.status();
   head_ = *std::move(h);
+  head_prepared_ = atom_->Prepare(head_->weight.view());
   return absl::OkStatus();
+}
+
+void LlamaModel::PrepareQuantizedLinears() {
+  for (QuantizedLayerWeights& L : quant_->layers) {
+    for (kernels::quant::AtomWeightView* v : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+      prepared_.push_back(atom_->Prepare(*v));
+      v->prepared = prepared_.back().get();
+    }
+  }
 }
 
 void LlamaModel::Embed(const BatchPlan& plan, float* x) const {
@@ -324,7 +335,9 @@ absl::Status LlamaModel::Forward(const BatchPlan& plan, PagedKvCache* kv, Forwar
   if (head_) {
     atom_->Quantize(ws->last.data(), m, head_->perm.data(), head_->weight.spec, &ws->atom,
                     nullptr);
-    atom_->MatMul(head_->weight.view(), ws->atom, logits);
+    kernels::quant::AtomWeightView head = head_->weight.view();
+    head.prepared = head_prepared_.get();
+    atom_->MatMul(head, ws->atom, logits);
     return absl::OkStatus();
   }
   backend_->PackActivations(weights_.output.dtype, ws->last.data(), m, c.hidden, &ws->pack);

@@ -130,6 +130,8 @@ class LlamaModel {
   void QuantAttention(int layer, const BatchPlan& plan, PagedKvCache* kv,
                       ForwardWorkspace* ws) const;
   void QuantFeedForward(int layer, const BatchPlan& plan, ForwardWorkspace* ws) const;
+  // Sets every quantized linear's view.prepared from atom_->Prepare (at creation).
+  void PrepareQuantizedLinears();
 
   std::unique_ptr<ModelSource> source_;
   LlamaWeights weights_;
@@ -138,6 +140,10 @@ class LlamaModel {
   std::optional<QuantizedWeights> quant_;
   kernels::quant::AtomKernels* atom_ = nullptr;
   std::optional<QuantizedHead> head_;  // set by UseInt8Head
+  // The Atom kernels' own layouts of the linears (AtomKernels::Prepare; the views'
+  // `prepared` point here; null entries where the kernels have none) and of the INT8 head.
+  std::vector<std::unique_ptr<kernels::quant::PreparedAtomWeight>> prepared_;
+  std::unique_ptr<kernels::quant::PreparedAtomWeight> head_prepared_;
 };
 
 }  // namespace loom

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/quant/row_block_weight.h"
 #include "kernels/quant/atom_format.h"
 
 namespace loom::kernels::cpu::quant {
@@ -34,6 +35,7 @@ struct MatMulPlan {
   int n_outliers = 0;
   int outliers_padded = 0;    // n_outliers rounded up to 32
   int w_bits = 0;
+  int a_bits = 0;
   size_t w_row_bytes = 0;     // = spec.weight_row_bytes()
   const int8_t* xq = nullptr;        // [n_pad, k_normal_padded]
   const float* scales_t = nullptr;   // [n_groups, n_pad]: sa transposed
@@ -49,6 +51,10 @@ struct AtomKernelTable {
   // y[t * ys + r] for weight rows r in [r0, r1) and tokens t < plan.n.
   void (*matmul)(const MatMulPlan& plan, const AtomWeightView& w, int64_t r0, int64_t r1,
                  float* y, int64_t ys);
+  // As matmul, from the row-block layout (row_block_weight.h) of a spec `supports` takes;
+  // nullptr when the table has no row-block tiles (the driver then uses `matmul`).
+  void (*matmul_row_blocks)(const MatMulPlan& plan, const RowBlockView& w, int64_t r0,
+                            int64_t r1, float* y, int64_t ys);
   // One permuted row xp [spec.k] -> q [k_normal_padded], scales [n_groups],
   // q_outlier [n_outliers], *outlier_scale (the header's rule, bitwise).
   void (*quantize_row)(const float* xp, const QuantSpec& spec, int8_t* q, float* scales,

@@ -57,30 +57,43 @@ Matrix RandomMatrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
 
 int Copies(int n, size_t bytes) { return n == 1 ? static_cast<int>((256u << 20) / bytes + 1) : 1; }
 
-// args: w_bits, a_bits, N (rows), K (cols), n, threads. 64 outliers at K=576, 128 at 1536.
+// args: w_bits, a_bits, N (rows), K (cols), n, threads, row blocks (1: Prepare'd weights,
+// 0: the plain views), group. 64 outliers at K=576, 128 at 1536.
 void BM_AtomMatMul(benchmark::State& state) {
   const int wb = static_cast<int>(state.range(0)), ab = static_cast<int>(state.range(1));
   const int64_t rows = state.range(2);
   const int k = static_cast<int>(state.range(3)), n = static_cast<int>(state.range(4));
   ThreadPool pool(static_cast<int>(state.range(5)));
+  const bool row_blocks = state.range(6) != 0;
+  const int group = static_cast<int>(state.range(7));
   auto ak = CreateCpuAtomKernels(&pool);
-  const QuantSpec spec{k, k == 576 ? 64 : 128, 128, wb, ab};
+  const QuantSpec spec{k, k == 576 ? 64 : 128, group, wb, ab};
   const std::vector<float> wf = testing::RandomValues(static_cast<size_t>(rows) * k, 3, 0.05f);
   const AtomWeight w0 = *QuantizeWeightRTN(wf.data(), rows, spec);
   const size_t bytes = w0.q.size() + w0.q_outlier.size() + 4 * (w0.scales.size() + w0.outlier_scales.size());
   std::vector<AtomWeight> ws(Copies(n, bytes), w0);
+  std::vector<AtomWeightView> views;
+  std::vector<std::unique_ptr<PreparedAtomWeight>> prepared;
+  for (const AtomWeight& w : ws) {
+    views.push_back(w.view());
+    if (row_blocks) {
+      prepared.push_back(ak->Prepare(views.back()));
+      views.back().prepared = prepared.back().get();
+    }
+  }
   const std::vector<float> x = testing::RandomValues(static_cast<size_t>(n) * k, 7);
   AtomActivations a;
   ak->Quantize(x.data(), n, nullptr, spec, &a, nullptr);
   std::vector<float> y(static_cast<size_t>(n) * rows);
   size_t c = 0;
   for (auto _ : state) {
-    ak->MatMul(ws[c].view(), a, y.data());
+    ak->MatMul(views[c], a, y.data());
     benchmark::DoNotOptimize(y.data());
     c = c + 1 == ws.size() ? 0 : c + 1;
   }
   Report(state, rows, k, n, bytes);
-  state.SetLabel(std::string(ak->name()) + " w" + std::to_string(wb) + "a" + std::to_string(ab));
+  state.SetLabel(std::string(ak->name()) + " w" + std::to_string(wb) + "a" + std::to_string(ab) +
+                 " g" + std::to_string(group) + (row_blocks ? " row-blocks" : " views"));
 }
 
 // args: dtype, N, K, n, threads (CpuBackend's MatMul, as the model runs it today).
@@ -211,9 +224,12 @@ void AtomArgs(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     for (int n : {1, 8, 32}) {
       for (const auto& s : kShapes) {
-        b->Args({4, 4, s[0], s[1], n, threads});
-        b->Args({4, 8, s[0], s[1], n, threads});
-        b->Args({8, 8, s[0], s[1], n, threads});
+        for (int blocks : {0, 1}) {
+          b->Args({4, 4, s[0], s[1], n, threads, blocks, 128});
+          b->Args({4, 4, s[0], s[1], n, threads, blocks, 64});
+          b->Args({4, 8, s[0], s[1], n, threads, blocks, 128});
+          b->Args({8, 8, s[0], s[1], n, threads, blocks, 128});
+        }
       }
     }
   }
@@ -234,8 +250,10 @@ BENCHMARK(BM_BackendMatMul)->Apply(BackendArgs)->UseRealTime()->MinTime(0.2);
 // Q8_0 as stored (what every scheme runs today) against Atom INT8 / INT4 weights.
 void HeadArgs(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
-    b->Args({8, 8, 49152, 576, 32, threads});
-    b->Args({4, 8, 49152, 576, 32, threads});
+    for (int blocks : {0, 1}) {
+      b->Args({8, 8, 49152, 576, 32, threads, blocks, 256});
+      b->Args({4, 8, 49152, 576, 32, threads, blocks, 128});
+    }
   }
 }
 void HeadBackendArgs(benchmark::internal::Benchmark* b) {

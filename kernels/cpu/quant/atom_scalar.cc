@@ -55,7 +55,7 @@ void GroupSums(const int8_t* q, int n_groups, int group, int32_t* sums) {
 }
 
 const AtomKernelTable kScalarTable = {
-    "scalar", Supports,  MatMul, kq::QuantizeActivationRow, kq::ReferenceRmsNormRow,
+    "scalar", Supports, MatMul, nullptr, kq::QuantizeActivationRow, kq::ReferenceRmsNormRow,
     SiluMul,  GroupSums,
 };
 

@@ -13,6 +13,7 @@ namespace {
 
 using cpu::quant::AtomKernelTable;
 using cpu::quant::MatMulPlan;
+using cpu::quant::RowBlockWeight;
 
 const AtomKernelTable* TableFor(CpuIsa isa) {
   switch (isa) {
@@ -22,6 +23,9 @@ const AtomKernelTable* TableFor(CpuIsa isa) {
   }
   return cpu::quant::ScalarAtomKernels();
 }
+
+// Groups up to 1024 keep float(D) exact (as the vector tables' Supports).
+constexpr int kMaxRowBlockGroup = 1024;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
@@ -86,6 +90,15 @@ class CpuAtomKernels final : public AtomKernels {
     });
   }
 
+  // The row-block layout (row_block_weight.h) when this ISA has row-block tiles.
+  std::unique_ptr<PreparedAtomWeight> Prepare(const AtomWeightView& w) override {
+    if (k_->matmul_row_blocks == nullptr || w.rows <= 0 || !RowBlockWeight::Supports(w.spec) ||
+        w.spec.group > kMaxRowBlockGroup) {
+      return nullptr;
+    }
+    return std::make_unique<RowBlockWeight>(RowBlockWeight::Pack(w));
+  }
+
   void MatMul(const AtomWeightView& w, const AtomActivations& x, float* y) override {
     const AtomWeightView* ws[1] = {&w};
     float* ys[1] = {y};
@@ -115,14 +128,25 @@ class CpuAtomKernels final : public AtomKernels {
       return;
     }
     if (total <= 0) return;
-    const AtomKernelTable* k = k_->supports(x.spec) ? k_ : cpu::quant::ScalarAtomKernels();
+    // Row blocks when every weight was prepared by this ISA's Prepare; else the views.
+    std::vector<cpu::quant::RowBlockView>& blocks = row_block_views_;
+    blocks.clear();
+    for (int i = 0; i < count && k_->matmul_row_blocks != nullptr; ++i) {
+      const auto* rb = dynamic_cast<const RowBlockWeight*>(ws[i]->prepared);
+      if (rb == nullptr || rb->spec() != x.spec || rb->view().rows != ws[i]->rows) break;
+      blocks.push_back(rb->view());
+    }
+    const bool row_blocks = static_cast<int>(blocks.size()) == count;
+    const AtomKernelTable* k =
+        row_blocks || k_->supports(x.spec) ? k_ : cpu::quant::ScalarAtomKernels();
     const MatMulPlan plan = Plan(x, k);
     const int threads = pool_.size();
     int64_t grain;
     if (x.n == 1) {  // bandwidth bound: ~8 chunks per thread, whole 8-row tiles
       grain = std::max<int64_t>(8, RoundUp(CeilDiv(total, threads * 8), 8));
-    } else {  // compute bound: >= 4 chunks per thread, whole 2-row tiles
-      grain = std::max<int64_t>(2, RoundUp(CeilDiv(total, threads * 4), 2));
+    } else {  // compute bound: >= 4 chunks per thread, whole 8-row blocks (2-row tiles)
+      const int64_t unit = row_blocks ? cpu::quant::kBlockRows : 2;
+      grain = std::max<int64_t>(unit, RoundUp(CeilDiv(total, threads * 4), unit));
     }
     const bool parallel = static_cast<int64_t>(x.n) * total * x.spec.k >= (1 << 16);
     Run(total, grain, parallel, [&](int64_t b, int64_t e) {
@@ -130,7 +154,13 @@ class CpuAtomKernels final : public AtomKernels {
       for (int i = 0; i < count && base < e; ++i) {
         const int64_t rows = ws[i]->rows;
         const int64_t r0 = std::max<int64_t>(b - base, 0), r1 = std::min<int64_t>(e - base, rows);
-        if (r0 < r1) k->matmul(plan, *ws[i], r0, r1, ys[i], rows);
+        if (r0 < r1) {
+          if (row_blocks) {
+            k->matmul_row_blocks(plan, blocks[i], r0, r1, ys[i], rows);
+          } else {
+            k->matmul(plan, *ws[i], r0, r1, ys[i], rows);
+          }
+        }
         base += rows;
       }
     });
@@ -149,6 +179,7 @@ class CpuAtomKernels final : public AtomKernels {
     p.n_outliers = s.n_outliers;
     p.outliers_padded = static_cast<int>(RoundUp(s.n_outliers, 32));
     p.w_bits = s.w_bits;
+    p.a_bits = s.a_bits;
     p.w_row_bytes = s.weight_row_bytes();
     const size_t kp = p.k_normal_padded, ng = p.n_groups, np = p.n_pad;
     if (p.n_pad == p.n) {
@@ -235,6 +266,7 @@ class CpuAtomKernels final : public AtomKernels {
   std::vector<int8_t> xq_, xo_;
   std::vector<float> scales_t_, so_;
   std::vector<int32_t> corr_t_, sums_;
+  std::vector<cpu::quant::RowBlockView> row_block_views_;
 };
 
 }  // namespace

@@ -97,6 +97,10 @@ TEST(CpuAtomKernels, QuantizeAndMatMulEqualReferenceOverShapeGrid) {
           for (Bits b : kBits) {
             const QuantSpec s{k, no, group, b.w, b.a};
             const AtomWeight w = MakeWeight(s, kRows, k + no + b.w);
+            const std::unique_ptr<PreparedAtomWeight> prepared = cpu->Prepare(w.view());
+            ASSERT_EQ(prepared != nullptr, isa != CpuIsa::kScalar);
+            AtomWeightView wp = w.view();
+            wp.prepared = prepared.get();
             const std::vector<int32_t> perm = RandomPerm(k, k);
             for (int n : kNs) {
               SCOPED_TRACE(std::string(cpu->name()) + " threads " + std::to_string(pool->size()) +
@@ -120,6 +124,9 @@ TEST(CpuAtomKernels, QuantizeAndMatMulEqualReferenceOverShapeGrid) {
               std::vector<float> yr(static_cast<size_t>(n) * kRows), yc(yr.size());
               ref->MatMul(w.view(), xr, yr.data());
               cpu->MatMul(w.view(), xc, yc.data());
+              ExpectBitwise(yr, yc);
+              std::fill(yc.begin(), yc.end(), -1.0f);
+              cpu->MatMul(wp, xc, yc.data());  // the row-block tiles
               ExpectBitwise(yr, yc);
             }
           }
@@ -154,13 +161,19 @@ TEST(CpuAtomKernels, IntegerPartsEqualReferenceExactly) {
             for (int j = 0; j < s.n_groups(); ++j) w.scales[r * s.n_groups() + j] = j == g ? 1.0f : 0.0f;
             w.outlier_scales[r] = g == s.n_groups() ? 1.0f : 0.0f;
           }
-          cpu->MatMul(w.view(), a, y.data());
-          for (int t = 0; t < n; ++t) {
-            for (int64_t r = 0; r < kRows; ++r) {
-              int32_t dout = 0;
-              IntegerDots(w.view(), a, t, r, d.data(), &dout);
-              const int32_t want = g < s.n_groups() ? d[g] : dout;
-              ASSERT_EQ(y[t * kRows + r], static_cast<float>(want)) << "g " << g << " t " << t << " r " << r;
+          const std::unique_ptr<PreparedAtomWeight> prepared = cpu->Prepare(w.view());
+          AtomWeightView wp = w.view();
+          wp.prepared = prepared.get();
+          for (const AtomWeightView& view : {w.view(), wp}) {
+            cpu->MatMul(view, a, y.data());
+            for (int t = 0; t < n; ++t) {
+              for (int64_t r = 0; r < kRows; ++r) {
+                int32_t dout = 0;
+                IntegerDots(w.view(), a, t, r, d.data(), &dout);
+                const int32_t want = g < s.n_groups() ? d[g] : dout;
+                ASSERT_EQ(y[t * kRows + r], static_cast<float>(want))
+                    << "g " << g << " t " << t << " r " << r << " prepared " << (view.prepared != nullptr);
+              }
             }
           }
         }
@@ -197,6 +210,17 @@ TEST(CpuAtomKernels, MatMulManyEqualsEachMatMul) {
         const AtomWeightView* ws[3] = {&views[0], &views[1], &views[2]};
         float* ys[3] = {many[0].data(), many[1].data(), many[2].data()};
         cpu->MatMulMany(ws, 3, a, ys);
+        for (int i = 0; i < 3; ++i) ExpectBitwise(each[i], many[i]);
+        // Prepared (row blocks; 37 rows: the chunks straddle blocks and weights).
+        std::vector<std::unique_ptr<PreparedAtomWeight>> prepared;
+        std::vector<AtomWeightView> pviews = views;
+        for (AtomWeightView& v : pviews) {
+          prepared.push_back(cpu->Prepare(v));
+          v.prepared = prepared.back().get();
+        }
+        const AtomWeightView* pws[3] = {&pviews[0], &pviews[1], &pviews[2]};
+        for (int i = 0; i < 3; ++i) many[i].assign(each[i].size(), -1.0f);
+        cpu->MatMulMany(pws, 3, a, ys);
         for (int i = 0; i < 3; ++i) ExpectBitwise(each[i], many[i]);
 
         const AtomWeightView ov = other.view();
