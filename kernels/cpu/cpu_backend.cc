@@ -146,25 +146,30 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // One work item = one token x one kv head (all its query heads), so each K/V row is
-  // decoded once per group of query heads.
+  // One work item = one token x all kv heads when there are enough tokens to keep every
+  // thread busy (a page's rows are then read front to back, the next page prefetched),
+  // else one token x one kv head. Each K/V row is decoded once per group of query heads.
+  // The split does not change any result (attention_heads' contract).
   void PagedAttention(const KvLayout& layout, const AttentionBatch& batch, const float* q,
                       int n_heads, const uint8_t* k_pool, const uint8_t* v_pool,
                       float* out) override {
     const int d = layout.head_dim;
-    auto* fn = cpu::VectorAttentionSupported(layout) ? k_->attention_group
-                                                     : cpu::ScalarKernels()->attention_group;
+    auto* fn = cpu::VectorAttentionSupported(layout) ? k_->attention_heads
+                                                     : cpu::ScalarKernels()->attention_heads;
     const int n_kv = layout.n_kv_heads;
-    const int64_t items = static_cast<int64_t>(batch.n_tokens) * n_kv;
+    const int kv_per_item = batch.n_tokens >= 4 * pool_.size() ? n_kv : 1;
+    const int items_per_token = n_kv / kv_per_item;
+    const int64_t items = static_cast<int64_t>(batch.n_tokens) * items_per_token;
     int64_t work = 0;  // ~ positions attended in total, to decide on threading
     for (int t = 0; t < batch.n_tokens; ++t) work += batch.positions[t] + 1;
     const int64_t grain = std::max<int64_t>(1, items / (pool_.size() * 8));
     const size_t tok_stride = static_cast<size_t>(n_heads) * d;
     Run(items, grain, work * n_heads * d >= 16384, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        const int t = static_cast<int>(i / n_kv), kvh = static_cast<int>(i % n_kv);
-        fn(layout, batch, t, kvh, n_heads, q + t * tok_stride, k_pool, v_pool,
-           out + t * tok_stride);
+        const int t = static_cast<int>(i / items_per_token);
+        const int kv0 = static_cast<int>(i % items_per_token) * kv_per_item;
+        fn(layout, batch, t, kv0, kv0 + kv_per_item, n_heads, q + t * tok_stride, k_pool,
+           v_pool, out + t * tok_stride);
       }
     });
   }

@@ -27,12 +27,12 @@ struct KernelTable {
   void (*silu_mul)(const float* gate, const float* up, int64_t count, float* y);
   // Round-to-nearest-even FP32 -> FP16 of `count` values.
   void (*fp32_to_fp16)(const float* x, int count, uint16_t* y);
-  // Attention of token t for the n_heads / l.n_kv_heads query heads that read kv head
-  // `kv_head` (heads kv_head * g .. kv_head * g + g - 1; see Backend::PagedAttention).
-  // q_tok, out_tok: [n_heads, head_dim] of token t; only the group's heads are read and
-  // written. Vector tables handle VectorAttentionSupported(l) shapes; others use the
-  // scalar table's function.
-  void (*attention_group)(const KvLayout& l, const AttentionBatch& b, int t, int kv_head,
+  // Attention of token t for the query heads that read kv heads [kv0, kv1) (heads
+  // kv0 * g .. kv1 * g - 1, g = n_heads / l.n_kv_heads; see Backend::PagedAttention).
+  // q_tok, out_tok: [n_heads, head_dim] of token t; only those heads are read and written.
+  // Each head's result does not depend on kv0/kv1. Vector tables handle
+  // VectorAttentionSupported(l) shapes; others use the scalar table's function.
+  void (*attention_heads)(const KvLayout& l, const AttentionBatch& b, int t, int kv0, int kv1,
                           int n_heads, const float* q_tok, const uint8_t* k_pool,
                           const uint8_t* v_pool, float* out_tok);
 };

@@ -35,7 +35,7 @@ void Fp32ToFp16Row(const float* x, int count, uint16_t* y) {
   for (int i = 0; i < count; ++i) y[i] = Fp32ToFp16(x[i]);
 }
 
-void AttentionGroup(const KvLayout& l, const AttentionBatch& b, int t, int kv_head,
+void AttentionHeads(const KvLayout& l, const AttentionBatch& b, int t, int kv0, int kv1,
                     int n_heads, const float* q_tok, const uint8_t* k_pool,
                     const uint8_t* v_pool, float* out_tok) {
   thread_local std::vector<double> scratch;
@@ -44,7 +44,7 @@ void AttentionGroup(const KvLayout& l, const AttentionBatch& b, int t, int kv_he
   if (scratch.size() < need) scratch.resize(need);
   if (row.size() < static_cast<size_t>(l.head_dim)) row.resize(l.head_dim);
   const int g = n_heads / l.n_kv_heads;
-  for (int h = kv_head * g; h < (kv_head + 1) * g; ++h) {
+  for (int h = kv0 * g; h < kv1 * g; ++h) {
     const size_t off = static_cast<size_t>(h) * l.head_dim;
     ref::AttentionHead(l, b, t, h, n_heads, q_tok + off, k_pool, v_pool, scratch.data(),
                        row.data(), out_tok + off);
@@ -53,7 +53,7 @@ void AttentionGroup(const KvLayout& l, const AttentionBatch& b, int t, int kv_he
 
 const KernelTable kScalarTable = {
     "scalar",  MatMulQ8, MatMulF32, QuantizeRowQ8, ref::RmsNormRow, SiluMul, Fp32ToFp16Row,
-    AttentionGroup,
+    AttentionHeads,
 };
 
 }  // namespace
