@@ -133,8 +133,10 @@ class CpuAtomKernels final : public AtomKernels {
     blocks.clear();
     for (int i = 0; i < count && k_->matmul_row_blocks != nullptr; ++i) {
       const auto* rb = dynamic_cast<const RowBlockWeight*>(ws[i]->prepared);
-      if (rb == nullptr || rb->spec() != x.spec || rb->view().rows != ws[i]->rows) break;
-      blocks.push_back(rb->view());
+      if (rb == nullptr || rb->spec() != x.spec) break;
+      const cpu::quant::RowBlockView v = rb->view();
+      if (v.rows != ws[i]->rows) break;  // not this view's copy
+      blocks.push_back(v);
     }
     const bool row_blocks = static_cast<int>(blocks.size()) == count;
     const AtomKernelTable* k =
