@@ -40,6 +40,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/rotation/hadamard_transform.h"
 
 namespace loom::kernels::quant {
 
@@ -144,6 +145,27 @@ class AtomKernels {
   // rows), then quantize (identity permutation). `h` (nullable) receives h unquantized.
   virtual void SiluMulQuantize(const float* gate, const float* up, int n,
                                const QuantSpec& spec, AtomActivations* out, float* h) = 0;
+
+  // Online rotation (QuaRot), fused with reorder + quantize: r = T x per row of x [n, k]
+  // (the canonical sequence of kernels/rotation/hadamard_transform.h, bitwise), then as
+  // Quantize(r, perm). `rotated` (nullable) receives permute(r) [n, k] unquantized (the
+  // LoRA path's input). REQUIRES t.n() == spec.k.
+  virtual void HadamardQuantize(const float* x, int n, const HadamardTransform& t,
+                                const int32_t* perm, const QuantSpec& spec,
+                                AtomActivations* out, float* rotated) = 0;
+
+  // Fused SiLU*mul + rotation + reorder + quantize: h = silu(gate) * up (as
+  // SiluMulQuantize computes it, bitwise) for rows [n, spec.k] in the projection's
+  // ORIGINAL order (a rotated model's gate/up rows are not permuted), r = T h, then as
+  // Quantize(r, perm). `rotated` (nullable) receives permute(r). REQUIRES t.n() == spec.k.
+  virtual void SiluMulHadamardQuantize(const float* gate, const float* up, int n,
+                                       const HadamardTransform& t, const int32_t* perm,
+                                       const QuantSpec& spec, AtomActivations* out,
+                                       float* rotated) = 0;
+
+  // x [n, t.n()] <- T x (transpose: Tᵀ x) per row, in place, bitwise as
+  // HadamardTransform::Apply (a rotated model's residual stream at embedding and head).
+  virtual void HadamardRows(const HadamardTransform& t, float* x, int n, bool transpose) = 0;
 
   // A copy of `w` in this backend's fastest layout, for w.prepared (results are bitwise
   // those of the plain view); nullptr when the backend has none for w.spec. Load time.

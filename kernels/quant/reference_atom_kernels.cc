@@ -106,6 +106,27 @@ class ReferenceAtomKernels final : public AtomKernels {
     Quantize(hv.data(), n, nullptr, spec, out, h);
   }
 
+  void HadamardQuantize(const float* x, int n, const HadamardTransform& t, const int32_t* perm,
+                        const QuantSpec& spec, AtomActivations* out, float* rotated) override {
+    std::vector<float> r(x, x + static_cast<size_t>(n) * spec.k);
+    t.Apply(r.data(), n);
+    Quantize(r.data(), n, perm, spec, out, rotated);
+  }
+
+  void SiluMulHadamardQuantize(const float* gate, const float* up, int n,
+                               const HadamardTransform& t, const int32_t* perm,
+                               const QuantSpec& spec, AtomActivations* out,
+                               float* rotated) override {
+    std::vector<float> hv(static_cast<size_t>(n) * spec.k);
+    for (size_t i = 0; i < hv.size(); ++i) hv[i] = ReferenceSiluMul(gate[i], up[i]);
+    t.Apply(hv.data(), n);
+    Quantize(hv.data(), n, perm, spec, out, rotated);
+  }
+
+  void HadamardRows(const HadamardTransform& t, float* x, int n, bool transpose) override {
+    t.Apply(x, n, transpose);
+  }
+
   void MatMul(const AtomWeightView& w, const AtomActivations& x, float* y) override {
     if (x.spec != w.spec) {
       const size_t count = static_cast<size_t>(std::max(x.n, 0)) * std::max<int64_t>(w.rows, 0);

@@ -155,6 +155,50 @@ TEST(ReferenceAtomKernels, QuantizedMatMulApproximatesFloat) {
   EXPECT_LT(w4a4, w4a4_no_out);
 }
 
+// QuaRot's online rotation: with the weight folded as W' = W Tᵀ (each row w -> T w), the
+// quantized product of HadamardQuantize(x) and W' approximates x Wᵀ within the rounding
+// error of the bits alone (the fold is exact), and `rotated` is T x.
+TEST(ReferenceAtomKernels, HadamardQuantizeWithFoldedWeightApproximatesFloat) {
+  auto kern = CreateReferenceAtomKernels();
+  const int k = 576, n = 4, rows = 48;
+  const std::vector<float> wf = RandomValues(static_cast<size_t>(rows) * k, 31, 0.1f);
+  std::vector<float> x = RandomValues(static_cast<size_t>(n) * k, 32, 1.0f);
+  for (int i = 0; i < n; ++i) {  // three outlier channels, 100x (LLM activations' kind)
+    for (int j : {5, 200, 401}) x[i * k + j] *= 100.0f;
+  }
+  const HadamardTransform t = *HadamardTransform::Create(k, HadamardTransform::RandomSigns(k, 3));
+  std::vector<float> wr = wf;
+  t.Apply(wr.data(), rows);
+  std::vector<double> exact(static_cast<size_t>(n) * rows);
+  for (int i = 0; i < n; ++i) {
+    for (int r = 0; r < rows; ++r) {
+      double acc = 0;
+      for (int j = 0; j < k; ++j) acc += double(x[i * k + j]) * wf[r * k + j];
+      exact[i * rows + r] = acc;
+    }
+  }
+  std::vector<float> want = x;
+  t.Apply(want.data(), n);
+  auto error = [&](int bits) {
+    const QuantSpec s{k, 0, 64, bits, bits};
+    AtomWeight q = *QuantizeWeightRTN(wr.data(), rows, s);
+    AtomActivations a;
+    std::vector<float> xr(static_cast<size_t>(n) * k);
+    kern->HadamardQuantize(x.data(), n, t, nullptr, s, &a, xr.data());
+    for (size_t i = 0; i < xr.size(); ++i) EXPECT_EQ(xr[i], want[i]) << i;
+    std::vector<float> y(static_cast<size_t>(n) * rows);
+    kern->MatMul(q.view(), a, y.data());
+    double num = 0, den = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      num += (y[i] - exact[i]) * (y[i] - exact[i]);
+      den += exact[i] * exact[i];
+    }
+    return std::sqrt(num / den);
+  };
+  EXPECT_LT(error(8), 0.02);
+  EXPECT_LT(error(4), 0.25);
+}
+
 TEST(ReferenceAtomKernels, MismatchedSpecsGiveNaN) {
   auto k = CreateReferenceAtomKernels();
   const QuantSpec s{128, 0, 128, 4, 4};

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/quant/atom_cpu_kernels.h"
+#include "kernels/cpu/rotation/cpu_hadamard.h"
 
 namespace loom::kernels::quant {
 namespace {
@@ -39,7 +40,7 @@ T* Grow(std::vector<T>& v, size_t n) {
 class CpuAtomKernels final : public AtomKernels {
  public:
   CpuAtomKernels(ThreadPool* pool, CpuIsa isa)
-      : pool_(*pool), k_(TableFor(isa)),
+      : pool_(*pool), k_(TableFor(isa)), isa_(isa),
         name_(std::string("atom-cpu-") + std::string(CpuIsaName(isa))) {}
 
   std::string_view name() const override { return name_; }
@@ -87,6 +88,47 @@ class CpuAtomKernels final : public AtomKernels {
         k_->silu_mul(gate + t * k, up + t * k, k, dst);
         QuantizeInto(dst, static_cast<int>(t), out);
       }
+    });
+  }
+
+  void HadamardQuantize(const float* x, int n, const HadamardTransform& t, const int32_t* perm,
+                        const QuantSpec& spec, AtomActivations* out, float* rotated) override {
+    out->Resize(spec, n);
+    const int k = spec.k;
+    ForRows(n, k, [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) {
+        float* r = Scratch(3 * k);
+        std::memcpy(r, x + row * k, sizeof(float) * k);
+        CpuHadamardRows(t, r, 1, false, r + k, isa_);
+        float* dst = rotated != nullptr ? rotated + row * k : r + 2 * k;
+        Permute(r, perm, k, dst);
+        QuantizeInto(dst, static_cast<int>(row), out);
+      }
+    });
+  }
+
+  void SiluMulHadamardQuantize(const float* gate, const float* up, int n,
+                               const HadamardTransform& t, const int32_t* perm,
+                               const QuantSpec& spec, AtomActivations* out,
+                               float* rotated) override {
+    out->Resize(spec, n);
+    const int k = spec.k;
+    ForRows(n, k, [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) {
+        float* h = Scratch(3 * k);
+        k_->silu_mul(gate + row * k, up + row * k, k, h);
+        CpuHadamardRows(t, h, 1, false, h + k, isa_);
+        float* dst = rotated != nullptr ? rotated + row * k : h + 2 * k;
+        Permute(h, perm, k, dst);
+        QuantizeInto(dst, static_cast<int>(row), out);
+      }
+    });
+  }
+
+  void HadamardRows(const HadamardTransform& t, float* x, int n, bool transpose) override {
+    const int k = t.n();
+    ForRows(n, k, [&](int64_t b, int64_t e) {
+      CpuHadamardRows(t, x + b * k, e - b, transpose, Scratch(k), isa_);
     });
   }
 
@@ -263,6 +305,7 @@ class CpuAtomKernels final : public AtomKernels {
 
   ThreadPool& pool_;
   const AtomKernelTable* k_;
+  CpuIsa isa_;
   std::string name_;
   // MatMul workspaces (see MatMulPlan), grown and reused.
   std::vector<int8_t> xq_, xo_;

@@ -308,6 +308,60 @@ TEST(CpuAtomKernels, FusedKernelsMatchCpuBackendOfSameIsa) {
   }
 }
 
+// The online-rotation kernels: HadamardQuantize equals the reference bitwise;
+// SiluMulHadamardQuantize equals the reference rotation + quantization of the CPU's own
+// SiLU*mul (bitwise as CpuBackend of the same ISA); HadamardRows equals
+// HadamardTransform::Apply. SmolLM2's widths (576 = 36 x 16, 1536 = 12 x 128) and a power
+// of two, with and without signs, outliers and permutation, 1 to 33 rows.
+TEST(CpuAtomKernels, RotationKernelsEqualReference) {
+  ThreadPool pool(2);
+  auto ref = CreateReferenceAtomKernels();
+  for (CpuIsa isa : Isas()) {
+    auto cpu = CreateCpuAtomKernelsWithIsa(&pool, isa);
+    for (int k : {576, 1536, 512}) {
+      for (int outliers : {0, 64}) {
+        for (int n : {1, 3, 33}) {
+          const QuantSpec s{k, outliers, 64, 4, 4};
+          SCOPED_TRACE(std::string(cpu->name()) + " k " + std::to_string(k) + " outliers " +
+                       std::to_string(outliers) + " n " + std::to_string(n));
+          const HadamardTransform t =
+              *HadamardTransform::Create(k, outliers > 0 ? HadamardTransform::RandomSigns(k, 7)
+                                                         : std::vector<float>());
+          const size_t count = static_cast<size_t>(n) * k;
+          const std::vector<float> x = MakeX(n, k, 5 + k);
+          const std::vector<float> up = RandomValues(count, 6, 2.0f);
+          const std::vector<int32_t> perm = RandomPerm(k, 8);
+          const int32_t* p = outliers > 0 ? perm.data() : nullptr;
+          std::vector<float> got(count), want_r(count);
+          AtomActivations a, want;
+          cpu->HadamardQuantize(x.data(), n, t, p, s, &a, got.data());
+          ref->HadamardQuantize(x.data(), n, t, p, s, &want, want_r.data());
+          ExpectBitwise(got, want_r);
+          ExpectSameActivations(a, want);
+          AtomActivations a2;
+          cpu->HadamardQuantize(x.data(), n, t, p, s, &a2, nullptr);
+          ExpectSameActivations(a2, want);
+
+          std::vector<float> h(count);
+          AtomActivations unused;
+          cpu->SiluMulQuantize(x.data(), up.data(), n, {k, 0, 64, 8, 8}, &unused, h.data());
+          cpu->SiluMulHadamardQuantize(x.data(), up.data(), n, t, p, s, &a, got.data());
+          ref->HadamardQuantize(h.data(), n, t, p, s, &want, want_r.data());
+          ExpectBitwise(got, want_r);
+          ExpectSameActivations(a, want);
+
+          for (bool transpose : {false, true}) {
+            std::vector<float> y = x, y_ref = x;
+            cpu->HadamardRows(t, y.data(), n, transpose);
+            t.Apply(y_ref.data(), n, transpose);
+            ExpectBitwise(y, y_ref);
+          }
+        }
+      }
+    }
+  }
+}
+
 // Groups the vector tiles do not take (4-bit: not 32 and group % 64 != 0) use the scalar table;
 // outlier counts that are not a multiple of 32 and layers with no normal channels work.
 TEST(CpuAtomKernels, OddShapesStillMatch) {

@@ -1,0 +1,2 @@
+#define LOOM_HADAMARD_FN HadamardRowsScalar
+#include "kernels/cpu/rotation/hadamard_x86.inc"
