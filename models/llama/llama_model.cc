@@ -26,6 +26,22 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
       new LlamaModel(std::move(source), *std::move(w), backend, lora));
 }
 
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateRotated(
+    std::unique_ptr<ModelSource> source, std::shared_ptr<const ModelRotation> rotation,
+    kernels::Backend* backend, kernels::LoraOps* lora) {
+  if (rotation == nullptr) return absl::InvalidArgumentError("LlamaModel: null rotation");
+  if (source == nullptr) return absl::InvalidArgumentError("LlamaModel: source is required");
+  if (rotation->residual().n() != source->config().hidden) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "LlamaModel: the rotation is for hidden %d, the model has %d", rotation->residual().n(),
+        source->config().hidden));
+  }
+  absl::StatusOr<std::unique_ptr<LlamaModel>> m = Create(std::move(source), backend, lora);
+  if (!m.ok()) return m.status();
+  (*m)->rotation_ = std::move(rotation);
+  return m;
+}
+
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateQuantized(
     std::unique_ptr<ModelSource> source, QuantizedWeights quantized, kernels::Backend* backend,
     kernels::quant::AtomKernels* atom, kernels::LoraOps* lora) {
@@ -36,6 +52,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateQuantized(
   if (absl::Status s = quantized.Validate(source->config()); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<LlamaModel>> m = Create(std::move(source), backend, lora);
   if (!m.ok()) return m.status();
+  (*m)->rotation_ = quantized.rotation;
   (*m)->quant_ = std::move(quantized);
   (*m)->atom_ = atom;
   (*m)->PrepareQuantizedLinears();
@@ -67,6 +84,23 @@ void LlamaModel::Embed(const BatchPlan& plan, float* x) const {
   for (int t = 0; t < plan.n_tokens(); ++t) {
     DequantizeRow(e.dtype, e.data + e.row_bytes * plan.tokens()[t], x + t * e.cols, e.cols);
   }
+}
+
+void LlamaModel::RotateResidual(float* x, int n, bool transpose, ForwardWorkspace* ws) const {
+  StepTimer timer(ws->profile, StepOp::kRotate);
+  if (atom_ != nullptr) {
+    atom_->HadamardRows(rotation_->residual(), x, n, transpose);
+  } else {
+    rotation_->residual().Apply(x, n, transpose);
+  }
+}
+
+void LlamaModel::OnlineHadamard(const kernels::HadamardTransform& t, float* x, int n) const {
+  t.Apply(x, n);
+}
+
+const float* LlamaModel::NormScale(const std::vector<float>& stored) const {
+  return rotation_ ? rotation_->unit_norm().data() : stored.data();
 }
 
 void LlamaModel::ApplyLora(const BatchPlan& plan, int layer, Projection p, const float* x,
@@ -127,7 +161,7 @@ void LlamaModel::Attention(int layer, const BatchPlan& plan, PagedKvCache* kv,
   kernels::Backend& be = *backend_;
   {
     StepTimer timer(ws->profile, StepOp::kNorm);
-    be.RmsNorm(ws->x.data(), L.attn_norm.data(), n, c.hidden, c.rms_eps, ws->xn.data());
+    be.RmsNorm(ws->x.data(), NormScale(L.attn_norm), n, c.hidden, c.rms_eps, ws->xn.data());
     if (ws->tap) ws->tap->Observe(layer, TapPoint::kAttnNorm, ws->xn.data(), n, c.hidden);
     be.PackActivations(L.q.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
   }
@@ -154,6 +188,10 @@ void LlamaModel::Attention(int layer, const BatchPlan& plan, PagedKvCache* kv,
   }
   ApplyLora(plan, layer, Projection::kV, ws->xn.data(), c.hidden, kvd, ws->v.data(), ws);
   RopeAndAttend(layer, plan, kv, ws);
+  if (rotation_ && rotation_->attn_out()) {
+    StepTimer timer(ws->profile, StepOp::kOQuant);
+    OnlineHadamard(*rotation_->attn_out(), ws->attn.data(), n);
+  }
   if (ws->tap) ws->tap->Observe(layer, TapPoint::kAttnOut, ws->attn.data(), n, qd);
   {
     StepTimer timer(ws->profile, StepOp::kO);
@@ -171,7 +209,7 @@ void LlamaModel::FeedForward(int layer, const BatchPlan& plan, ForwardWorkspace*
   kernels::Backend& be = *backend_;
   {
     StepTimer timer(ws->profile, StepOp::kNorm);
-    be.RmsNorm(ws->x.data(), L.ffn_norm.data(), n, c.hidden, c.rms_eps, ws->xn.data());
+    be.RmsNorm(ws->x.data(), NormScale(L.ffn_norm), n, c.hidden, c.rms_eps, ws->xn.data());
     if (ws->tap) ws->tap->Observe(layer, TapPoint::kFfnNorm, ws->xn.data(), n, c.hidden);
     be.PackActivations(L.gate.dtype, ws->xn.data(), n, c.hidden, &ws->pack);
   }
@@ -194,6 +232,7 @@ void LlamaModel::FeedForward(int layer, const BatchPlan& plan, ForwardWorkspace*
     StepTimer timer(ws->profile, StepOp::kSiluMul);
     const size_t ff = static_cast<size_t>(n) * c.intermediate;
     be.SiluMul(ws->gate.data(), ws->up.data(), ff, ws->gate.data());
+    if (rotation_ && rotation_->silu_mul()) OnlineHadamard(*rotation_->silu_mul(), ws->gate.data(), n);
     if (ws->tap) ws->tap->Observe(layer, TapPoint::kSiluMul, ws->gate.data(), n, c.intermediate);
     be.PackActivations(L.down.dtype, ws->gate.data(), n, c.intermediate, &ws->pack);
   }
@@ -216,7 +255,7 @@ void LlamaModel::QuantAttention(int layer, const BatchPlan& plan, PagedKvCache* 
   {
     // xn = permute(RMSNorm(x)) in attn_norm order: q/k/v's quantized input and LoRA's input.
     StepTimer timer(ws->profile, StepOp::kNorm);
-    atom.RmsNormQuantize(ws->x.data(), L.attn_norm.data(), n, c.rms_eps, Q.attn_norm_perm,
+    atom.RmsNormQuantize(ws->x.data(), NormScale(L.attn_norm), n, c.rms_eps, Q.attn_norm_perm,
                          Q.q.spec, &ws->atom, ws->xn.data());
   }
   const int qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
@@ -232,7 +271,12 @@ void LlamaModel::QuantAttention(int layer, const BatchPlan& plan, PagedKvCache* 
   RopeAndAttend(layer, plan, kv, ws);
   {
     StepTimer timer(ws->profile, StepOp::kOQuant);
-    atom.Quantize(ws->attn.data(), n, Q.attn_out_perm, Q.o.spec, &ws->atom, ws->xp.data());
+    if (rotation_ && rotation_->attn_out()) {
+      atom.HadamardQuantize(ws->attn.data(), n, *rotation_->attn_out(), Q.attn_out_perm, Q.o.spec,
+                            &ws->atom, ws->xp.data());
+    } else {
+      atom.Quantize(ws->attn.data(), n, Q.attn_out_perm, Q.o.spec, &ws->atom, ws->xp.data());
+    }
   }
   {
     StepTimer timer(ws->profile, StepOp::kO);
@@ -250,10 +294,11 @@ void LlamaModel::QuantFeedForward(int layer, const BatchPlan& plan, ForwardWorks
   kernels::quant::AtomKernels& atom = *atom_;
   {
     StepTimer timer(ws->profile, StepOp::kNorm);
-    atom.RmsNormQuantize(ws->x.data(), L.ffn_norm.data(), n, c.rms_eps, Q.ffn_norm_perm,
+    atom.RmsNormQuantize(ws->x.data(), NormScale(L.ffn_norm), n, c.rms_eps, Q.ffn_norm_perm,
                          Q.gate.spec, &ws->atom, ws->xn.data());
   }
-  // gate/up rows come out in silu_mul.perm order (so do the permuted adapters' B rows).
+  // gate/up rows come out in silu_mul.perm order (so do the permuted adapters' B rows),
+  // or in the original order when the rotation applies M_d (then silu_mul.perm after it).
   {
     StepTimer timer(ws->profile, StepOp::kGateUp);
     const kernels::quant::AtomWeightView* w[2] = {&Q.gate, &Q.up};
@@ -266,8 +311,13 @@ void LlamaModel::QuantFeedForward(int layer, const BatchPlan& plan, ForwardWorks
             ws->up.data(), ws);
   {
     StepTimer timer(ws->profile, StepOp::kSiluMul);
-    atom.SiluMulQuantize(ws->gate.data(), ws->up.data(), n, Q.down.spec, &ws->atom,
-                         ws->ffh.data());
+    if (rotation_ && rotation_->silu_mul()) {
+      atom.SiluMulHadamardQuantize(ws->gate.data(), ws->up.data(), n, *rotation_->silu_mul(),
+                                   Q.silu_mul_perm, Q.down.spec, &ws->atom, ws->ffh.data());
+    } else {
+      atom.SiluMulQuantize(ws->gate.data(), ws->up.data(), n, Q.down.spec, &ws->atom,
+                           ws->ffh.data());
+    }
   }
   {
     StepTimer timer(ws->profile, StepOp::kDown);
@@ -312,6 +362,7 @@ absl::Status LlamaModel::Forward(const BatchPlan& plan, PagedKvCache* kv, Forwar
     StepTimer timer(ws->profile, StepOp::kEmbed);
     Embed(plan, ws->x.data());
   }
+  if (rotation_) RotateResidual(ws->x.data(), n, /*transpose=*/false, ws);
   for (int l = 0; l < c.n_layers; ++l) {
     if (quant_) {
       QuantAttention(l, plan, kv, ws);
@@ -324,12 +375,13 @@ absl::Status LlamaModel::Forward(const BatchPlan& plan, PagedKvCache* kv, Forwar
   const auto& rows = plan.logit_tokens();
   if (rows.empty()) return absl::OkStatus();
   const int m = static_cast<int>(rows.size());
-  StepTimer timer(ws->profile, StepOp::kHead);
   Grow(ws->last, static_cast<size_t>(m) * c.hidden);
   for (int i = 0; i < m; ++i) {
     std::copy_n(ws->x.data() + static_cast<size_t>(rows[i]) * c.hidden, c.hidden,
                 ws->last.data() + static_cast<size_t>(i) * c.hidden);
   }
+  if (rotation_) RotateResidual(ws->last.data(), m, /*transpose=*/true, ws);
+  StepTimer timer(ws->profile, StepOp::kHead);
   backend_->RmsNorm(ws->last.data(), weights_.output_norm.data(), m, c.hidden, c.rms_eps,
                     ws->last.data());
   if (head_) {

@@ -14,6 +14,15 @@
 // model's channel orders first (models/lora/adapter_permutation.h): lora_A input columns
 // like the base weight's, gate/up lora_B rows by silu_mul.perm. The unquantized path is
 // unchanged by all this.
+//
+// Rotated mode (QuaRot, models/rotation/model_rotation.h; CreateRotated for F32 weights
+// with the rotation folded in, or a rotated quantized checkpoint): embedding rows are
+// rotated as they are looked up (x_r = R e), the layer norms run with unit scale, the
+// attention output and SiLU*mul output get their online Hadamard (M_o, M_d) before o and
+// down (fused with reorder + quantize in the quantized mode, where gate/up rows keep the
+// original order and silu_mul.perm applies after M_d), and the rows that need logits are
+// rotated back (x = Rᵀ x_r) before the final norm. Adapters must be rotated first
+// (models/lora/adapter_rotation.h). Activation taps see the rotated activations.
 #ifndef LOOM_MODELS_LLAMA_LLAMA_MODEL_H_
 #define LOOM_MODELS_LLAMA_LLAMA_MODEL_H_
 
@@ -31,6 +40,7 @@
 #include "models/llama/quantized_head.h"
 #include "models/llama/quantized_weights.h"
 #include "models/llama/step_profile.h"
+#include "models/rotation/model_rotation.h"
 #include "models/weights/model_source.h"
 
 namespace loom {
@@ -77,6 +87,13 @@ class LlamaModel {
       std::unique_ptr<ModelSource> source, kernels::Backend* backend,
       kernels::LoraOps* lora = nullptr);
 
+  // The rotated mode on unquantized weights: `source` holds a model with `rotation`
+  // folded in (models/rotation/rotate_weights.h). InvalidArgument for a null rotation or
+  // one for another hidden width.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> CreateRotated(
+      std::unique_ptr<ModelSource> source, std::shared_ptr<const ModelRotation> rotation,
+      kernels::Backend* backend, kernels::LoraOps* lora = nullptr);
+
   // The quantized mode: `quantized` replaces the seven linears of every layer (validated
   // against source's config: InvalidArgument on any mismatch); `atom` runs them. `backend`
   // still runs everything else; `atom` (and `lora`) must outlive the model.
@@ -91,6 +108,10 @@ class LlamaModel {
   // FailedPrecondition for an unquantized model. Not thread-safe with Forward.
   absl::Status UseInt8Head();
   bool int8_head() const { return head_.has_value(); }
+
+  // The rotation the model runs with (a rotated checkpoint's, or CreateRotated's), or
+  // nullptr.
+  const ModelRotation* rotation() const { return rotation_.get(); }
 
   // The quantized linears, or nullptr for an unquantized model.
   const QuantizedWeights* quantized() const { return quant_ ? &*quant_ : nullptr; }
@@ -120,6 +141,12 @@ class LlamaModel {
                  int h_out, float* y, ForwardWorkspace* ws) const;
 
   void Embed(const BatchPlan& plan, float* x) const;
+  // x [n, hidden] <- R x (transpose: Rᵀ x) in a rotated model.
+  void RotateResidual(float* x, int n, bool transpose, ForwardWorkspace* ws) const;
+  // x [n, t.n()] <- t x (the unquantized path's online Hadamard).
+  void OnlineHadamard(const kernels::HadamardTransform& t, float* x, int n) const;
+  // The layer norm's scale: stored, or ones in a rotated model.
+  const float* NormScale(const std::vector<float>& stored) const;
   // Rope of ws->q/k, K/V append and paged attention into ws->attn (both modes).
   void RopeAndAttend(int layer, const BatchPlan& plan, PagedKvCache* kv,
                      ForwardWorkspace* ws) const;
@@ -137,6 +164,7 @@ class LlamaModel {
   LlamaWeights weights_;
   kernels::Backend* backend_;
   kernels::LoraOps* lora_;
+  std::shared_ptr<const ModelRotation> rotation_;  // null: not rotated
   std::optional<QuantizedWeights> quant_;
   kernels::quant::AtomKernels* atom_ = nullptr;
   std::optional<QuantizedHead> head_;  // set by UseInt8Head

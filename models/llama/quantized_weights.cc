@@ -63,6 +63,16 @@ absl::Status QuantizedWeights::Validate(const LlamaConfig& c) const {
   }
   const int h = c.hidden, qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim,
             ff = c.intermediate;
+  if (rotation != nullptr) {
+    const ModelRotation& r = *rotation;
+    if (r.residual().n() != h || (r.attn_out() && r.attn_out()->n() != qd) ||
+        (r.silu_mul() && r.silu_mul()->n() != ff)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "quantized weights: the rotation's widths (residual %d, attn_out %d, silu_mul %d) do "
+          "not fit the model (%d, %d, %d)", r.residual().n(), r.attn_out() ? r.attn_out()->n() : 0,
+          r.silu_mul() ? r.silu_mul()->n() : 0, h, qd, ff));
+    }
+  }
   for (int l = 0; l < c.n_layers; ++l) {
     const QuantizedLayerWeights& L = layers[l];
     struct Item {

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "kernels/quant/atom_format.h"
 #include "models/model_config.h"
+#include "models/rotation/model_rotation.h"
 
 namespace loom {
 
@@ -34,6 +35,10 @@ struct QuantizedLayerWeights {
 struct QuantizedWeights {
   kernels::quant::QuantScheme scheme = kernels::quant::QuantScheme::kNone;
   std::vector<QuantizedLayerWeights> layers;
+  // The rotation folded into these weights (a rotated checkpoint), or null. When it has
+  // an online M_d, gate/up rows are in the ORIGINAL order and silu_mul_perm is the order
+  // down reads after M_d (see LlamaModel's rotated mode).
+  std::shared_ptr<const ModelRotation> rotation;
   // Keeps the memory behind every view and permutation alive (a checkpoint mapping or
   // in-memory buffers); shared so that copies of the struct stay valid.
   std::shared_ptr<const void> owner;

@@ -20,6 +20,7 @@ const char* StepOpName(StepOp op) {
     case StepOp::kLora: return "lora";
     case StepOp::kResidual: return "residual";
     case StepOp::kHead: return "output head";
+    case StepOp::kRotate: return "residual rotation";
     case StepOp::kSample: return "sampling";
     case StepOp::kCount: break;
   }

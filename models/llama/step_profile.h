@@ -20,14 +20,17 @@ enum class StepOp : int {
   kRope,       // rotary embedding of q and k
   kKvAppend,   // K/V rows into the paged cache (quantized rows included)
   kAttention,  // paged attention
-  kOQuant,     // quantized mode: reorder + quantize of the attention output
+  kOQuant,     // quantized mode: reorder + quantize of the attention output; rotated
+               // models: with its online Hadamard (fused in the quantized mode)
   kO,          // o linear
   kGateUp,     // gate and up linears
-  kSiluMul,    // SiLU * mul (+ quantize in the quantized mode)
+  kSiluMul,    // SiLU * mul (+ quantize in the quantized mode; + the online Hadamard in
+               // rotated models)
   kDown,       // down linear
   kLora,       // every adapter's shrink + expand
   kResidual,   // residual adds
   kHead,       // final norm, packing and the output head
+  kRotate,     // rotated models: the residual rotation of embedded rows and head rows
   kSample,     // the caller's token choice from the logits (timed by the caller)
   kCount,
 };
