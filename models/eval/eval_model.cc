@@ -13,6 +13,8 @@
 #include "models/llama/quantized_loader.h"
 #include "models/lora/adapter_loader.h"
 #include "models/lora/adapter_permutation.h"
+#include "models/lora/adapter_rotation.h"
+#include "models/rotation/rotate_weights.h"
 #include "models/weights/model_source.h"
 
 namespace loom {
@@ -21,6 +23,11 @@ absl::StatusOr<std::unique_ptr<EvalModel>> LoadEvalModel(const EvalModelOptions&
                                                          kernels::ThreadPool* pool) {
   if (!o.scheme_override.empty() && o.quantized_dir.empty()) {
     return absl::InvalidArgumentError("a scheme override needs a quantized checkpoint");
+  }
+  if (o.rotation && (!o.f32 || !o.quantized_dir.empty())) {
+    return absl::InvalidArgumentError(
+        "a rotation is folded into F32 weights only (--f32 without --quantized); rotated "
+        "checkpoints carry their own");
   }
   const std::string path = o.model_path.empty() ? DefaultModelPath() : o.model_path;
   absl::StatusOr<std::unique_ptr<ModelSource>> source = ModelSource::Open(path);
@@ -57,6 +64,14 @@ absl::StatusOr<std::unique_ptr<EvalModel>> LoadEvalModel(const EvalModelOptions&
                     o.quantized_dir, " (", std::string(m->atom->name()), ")");
     model = LlamaModel::CreateQuantized(*std::move(source), *std::move(quantized),
                                         m->backend.get(), m->atom.get(), m->lora.get());
+  } else if (o.rotation) {
+    absl::StatusOr<std::shared_ptr<const ModelRotation>> rot =
+        RotateF32Model(*o.rotation, source->get());
+    if (!rot.ok()) return rot.status();
+    absl::StrAppend(&m->description, " rotated (seed ", o.rotation->seed, ", fingerprint ",
+                    (*rot)->Fingerprint(), ")");
+    model = LlamaModel::CreateRotated(*std::move(source), *std::move(rot), m->backend.get(),
+                                      m->lora.get());
   } else {
     model = LlamaModel::Create(*std::move(source), m->backend.get(), m->lora.get());
   }
@@ -71,6 +86,10 @@ absl::StatusOr<std::unique_ptr<EvalModel>> LoadEvalModel(const EvalModelOptions&
 
 absl::StatusOr<std::unique_ptr<LoraAdapter>> BindAdapter(std::unique_ptr<LoraAdapter> adapter,
                                                          const LlamaModel& model) {
+  if (model.quantized() == nullptr && model.rotation() != nullptr) {
+    if (adapter == nullptr) return absl::InvalidArgumentError("BindAdapter: null adapter");
+    return RotateLoraAdapter(*adapter, *model.rotation());
+  }
   return BindAdapterToQuantized(std::move(adapter), model.quantized());
 }
 

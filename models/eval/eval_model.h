@@ -7,6 +7,7 @@
 #define LOOM_MODELS_EVAL_EVAL_MODEL_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -16,6 +17,7 @@
 #include "kernels/quant/atom_format.h"
 #include "models/llama/llama_model.h"
 #include "models/lora/lora_adapter.h"
+#include "models/rotation/model_rotation.h"
 
 namespace loom {
 
@@ -27,6 +29,9 @@ struct EvalModelOptions {
   bool verify_sha256 = false;   // check the base file's sha256 against the checkpoint's
   bool reference_atom = false;  // scalar reference Atom kernels instead of the CPU ones
   bool int8_head = false;       // quantized only: the INT8 output head (quantized_head.h)
+  // f32 without quantized_dir only: fold this rotation into the F32 weights
+  // (models/rotation/rotate_weights.h) and run the rotated model.
+  std::optional<RotationSpec> rotation;
 };
 
 // A model with the kernels it runs on. `pool` (shared by all kernels) must outlive it.
@@ -38,13 +43,15 @@ struct EvalModel {
   std::string description;  // e.g. "path (dequantized to F32)" or "... + w4a4 dir"
 };
 
-// InvalidArgument for a bad scheme_override (or one without quantized_dir); errors of
+// InvalidArgument for a bad scheme_override (or one without quantized_dir), a rotation
+// without f32 or with quantized_dir; errors of
 // ModelSource::Open, DequantizeToF32, LoadQuantizedWeights (FailedPrecondition: the
 // checkpoint is for another model) and LlamaModel::Create*.
 absl::StatusOr<std::unique_ptr<EvalModel>> LoadEvalModel(const EvalModelOptions& options,
                                                          kernels::ThreadPool* pool);
 
-// `adapter` made ready for `model`: itself for an unquantized model, its permuted copy for a
+// `adapter` made ready for `model`: itself for an unquantized model, its rotated copy for a
+// rotated F32 one, its permuted (and, for a rotated checkpoint, rotated) copy for a
 // quantized one.
 absl::StatusOr<std::unique_ptr<LoraAdapter>> BindAdapter(std::unique_ptr<LoraAdapter> adapter,
                                                          const LlamaModel& model);

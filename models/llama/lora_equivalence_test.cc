@@ -1,5 +1,6 @@
 // Multi-adapter LoRA is exact: the forward pass with a runtime adapter equals the base
-// model with the adapter MERGED into its weights, alone and inside a mixed batch.
+// model with the adapter MERGED into its weights, alone and inside a mixed batch, and on a
+// rotated (QuaRot) model with the adapter rotated at load.
 //
 // Setup: an F32 copy of SmolLM2-135M (every tensor of the real GGUF dequantized to F32,
 // same config, GGUF row order), so base MatMuls read plain F32 activations (no int8
@@ -46,9 +47,11 @@
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/dtype.h"
 #include "models/llama/llama_model.h"
+#include "models/lora/adapter_rotation.h"
 #include "models/lora/lora_adapter.h"
 #include "models/lora/peft_loader.h"
 #include "models/lora/peft_writer.h"
+#include "models/rotation/rotate_weights.h"
 #include "models/testing/test_model.h"
 #include "models/tokenizer/tokenizer.h"
 #include "models/weights/model_source.h"
@@ -360,6 +363,70 @@ TEST_F(LoraEquivalenceTest, QkPermutationIsApplied) {
   EXPECT_LE(d.max_abs, kRelTol * d.max_ref);
   EXPECT_GT(wrong.max_abs, 100 * kRelTol * d.max_ref);
   EXPECT_GT(effect.mean_abs, 0.1);
+}
+
+// A rotated (QuaRot) F32 model (models/rotation): the runtime adapter, rotated at load
+// (models/lora/adapter_rotation.h), equals the MERGED model rotated the same way, and the
+// rotated model with it tracks the unrotated model with the adapter (teacher-forced top-1
+// agreement over a real-text passage). Tolerance: the rotated copy's A' and B' are rounded
+// to BF16 once (2^-9 relative per weight, random signs), which moves the adapter's effect
+// by ~0.1-0.3% (the unrotated runtime adapter reads the merged model's exact BF16 values);
+// 5e-3 of max |logit| keeps a margin over that and stays 50x below the effect of an
+// unrotated adapter on the rotated model (checked: the negative control).
+TEST_F(LoraEquivalenceTest, RotatedModelRuntimeLoraEqualsMergedWeights) {
+  auto tok = Tokenizer::Create(base_->source().vocabulary());
+  ASSERT_TRUE(tok.ok());
+  auto ids = (*tok)->Encode(
+      "The harbour was quiet in the early morning. Fishing boats lay at anchor, their nets "
+      "folded on the decks, and a thin mist hung over the water. Along the quay the first "
+      "shops were opening: a baker set out trays of bread, a boy swept the steps of the inn, "
+      "and two old men argued about the weather as they had done every day for forty years. "
+      "Far out beyond the breakwater a ship was turning towards the land, and the gulls rose "
+      "from the rocks to meet it, crying loudly as the sun broke through the clouds.",
+      false);
+  ASSERT_TRUE(ids.ok());
+  const std::vector<int32_t>& text = *ids;
+  ASSERT_GE(text.size(), 100u);
+  const Tested& t = TestedAdapter(16);
+  const RotationSpec spec{2024, true, true};
+  // Merged, then rotated.
+  std::unique_ptr<ModelSource> merged = MergedCopy(base_->source(), t.synthetic);
+  auto merged_rot = RotateF32Model(spec, merged.get());
+  ASSERT_TRUE(merged_rot.ok()) << merged_rot.status();
+  auto merged_model = LlamaModel::CreateRotated(std::move(merged), *merged_rot, backend_);
+  ASSERT_TRUE(merged_model.ok());
+  const std::vector<float> want = RunAlone(**merged_model, text, nullptr);
+  merged_model->reset();
+  // Rotated base + the rotated runtime adapter.
+  std::unique_ptr<ModelSource> base = DequantizedCopy(base_->source());
+  auto rot = RotateF32Model(spec, base.get());
+  ASSERT_TRUE(rot.ok()) << rot.status();
+  auto rotated = LlamaModel::CreateRotated(std::move(base), *rot, backend_, lora_);
+  ASSERT_TRUE(rotated.ok());
+  auto adapter = RotateLoraAdapter(*t.loaded, **rot);
+  ASSERT_TRUE(adapter.ok()) << adapter.status();
+  LoraAdapterWeights view(adapter->get());
+  const std::vector<float> got = RunAlone(**rotated, text, &view);
+  const Diff d = Compare(got, want);
+  // Negative control: the unrotated adapter on the rotated model.
+  const Diff wrong = Compare(RunAlone(**rotated, text, t.view.get()), want);
+  // Teacher-forced top-1 against the unrotated model with the adapter.
+  const std::vector<float> plain = RunAlone(*base_, text, t.view.get());
+  const int vocab = base_->config().vocab_size;
+  int same = 0;
+  for (size_t p = 0; p < text.size(); ++p) {
+    const float* a = got.data() + p * vocab;
+    const float* b = plain.data() + p * vocab;
+    same += std::max_element(a, a + vocab) - a == std::max_element(b, b + vocab) - b;
+  }
+  const double agreement = double(same) / text.size();
+  std::printf("rotated: %zu tokens; |rotated lora - rotated merged| max %.3g mean %.3g (bound "
+              "%.3g); unrotated adapter on the rotated model max %.3g; top-1 vs the unrotated "
+              "model + adapter %.4f\n",
+              text.size(), d.max_abs, d.mean_abs, 5e-3 * d.max_ref, wrong.max_abs, agreement);
+  EXPECT_LE(d.max_abs, 5e-3 * d.max_ref);
+  EXPECT_GT(wrong.max_abs, 50 * 5e-3 * d.max_ref);
+  EXPECT_GE(agreement, 0.99);
 }
 
 // 40 sequences in two steps (32 adapters of ranks 8/16/64, some on a subset of the

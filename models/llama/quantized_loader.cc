@@ -36,9 +36,17 @@ absl::StatusOr<QuantizedWeights> LoadQuantizedWeights(const std::string& dir,
   if (!ck.ok()) return ck.status();
   if (absl::Status s = ck->CheckConfig(base.config()); !s.ok()) return s;
   if (absl::Status s = ck->CheckBaseModelFile(base.path(), verify_sha256); !s.ok()) return s;
+  std::shared_ptr<const ModelRotation> rotation;
+  if (ck->meta().rotation) {
+    absl::StatusOr<ModelRotation> r = ck->Rotation(base.config());
+    if (!r.ok()) return r.status();
+    if (absl::Status s = r->SetFoldedNorms(base); !s.ok()) return s;
+    rotation = std::make_shared<const ModelRotation>(*std::move(r));
+  }
   auto owned = std::make_shared<quant::QuantizedCheckpoint>(*std::move(ck));
   QuantizedWeights w;
   w.scheme = owned->meta().scheme;
+  w.rotation = std::move(rotation);
   w.layers.resize(owned->n_layers());
   for (int l = 0; l < owned->n_layers(); ++l) {
     Assign(owned->layer(l).proj, owned->layer(l).perm, &w.layers[l]);
@@ -48,9 +56,11 @@ absl::StatusOr<QuantizedWeights> LoadQuantizedWeights(const std::string& dir,
 }
 
 QuantizedWeights QuantizedWeightsFromLayers(
-    std::shared_ptr<const std::vector<quant::QuantizedLayer>> layers, kq::QuantScheme scheme) {
+    std::shared_ptr<const std::vector<quant::QuantizedLayer>> layers, kq::QuantScheme scheme,
+    std::shared_ptr<const ModelRotation> rotation) {
   QuantizedWeights w;
   w.scheme = scheme;
+  w.rotation = std::move(rotation);
   w.layers.resize(layers->size());
   for (size_t l = 0; l < layers->size(); ++l) {
     const quant::QuantizedLayer& src = (*layers)[l];

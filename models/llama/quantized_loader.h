@@ -19,17 +19,19 @@ namespace loom {
 // Opens the checkpoint in `dir` and binds it for `base` (the model file the checkpoint
 // overlays). FailedPrecondition when the checkpoint was made for another model: its shapes
 // differ from base's config, or the base file's size (and, when verify_sha256, its sha256)
-// differs from the recorded one. Other errors as QuantizedCheckpoint::Open. The result owns
-// the checkpoint.
+// differs from the recorded one, or (a rotated checkpoint) the rotation rebuilt here has
+// another fingerprint. Other errors as QuantizedCheckpoint::Open. The result owns the
+// checkpoint; a rotated one's rotation carries base's norm scales (for adapters).
 absl::StatusOr<QuantizedWeights> LoadQuantizedWeights(const std::string& dir,
                                                       const ModelSource& base,
                                                       bool verify_sha256 = false);
 
-// Views over `layers` (which the result co-owns) for `scheme`. Not validated: pass the
-// result to LlamaModel::CreateQuantized (which validates against the model config).
+// Views over `layers` (which the result co-owns) for `scheme`, folded with `rotation`
+// (null: none; it must hold the folded norms for adapters to be rotated). Not validated:
+// pass the result to LlamaModel::CreateQuantized (which validates against the model config).
 QuantizedWeights QuantizedWeightsFromLayers(
     std::shared_ptr<const std::vector<quant::QuantizedLayer>> layers,
-    kernels::quant::QuantScheme scheme);
+    kernels::quant::QuantScheme scheme, std::shared_ptr<const ModelRotation> rotation = nullptr);
 
 }  // namespace loom
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "models/lora/adapter_rotation.h"
 
 namespace loom {
 namespace {
@@ -22,6 +23,7 @@ const int32_t* InputOrder(const LayerChannelOrder& o, LoraTarget t) {
 }
 
 const int32_t* OutputOrder(const LayerChannelOrder& o, LoraTarget t) {
+  if (o.gate_up_rows_unpermuted) return nullptr;
   return t == LoraTarget::kGate || t == LoraTarget::kUp ? o.silu_mul : nullptr;
 }
 
@@ -31,7 +33,8 @@ std::vector<LayerChannelOrder> ChannelOrders(const QuantizedWeights& w) {
   std::vector<LayerChannelOrder> out(w.layers.size());
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const QuantizedLayerWeights& L = w.layers[l];
-    out[l] = {L.attn_norm_perm, L.attn_out_perm, L.ffn_norm_perm, L.silu_mul_perm};
+    out[l] = {L.attn_norm_perm, L.attn_out_perm, L.ffn_norm_perm, L.silu_mul_perm,
+              w.rotation != nullptr && w.rotation->silu_mul() != nullptr};
   }
   return out;
 }
@@ -80,6 +83,12 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> BindAdapterToQuantized(
     std::unique_ptr<LoraAdapter> adapter, const QuantizedWeights* quantized) {
   if (adapter == nullptr) return absl::InvalidArgumentError("BindAdapterToQuantized: null");
   if (quantized == nullptr) return adapter;
+  if (quantized->rotation != nullptr) {
+    absl::StatusOr<std::unique_ptr<LoraAdapter>> rotated =
+        RotateLoraAdapter(*adapter, *quantized->rotation);
+    if (!rotated.ok()) return rotated.status();
+    adapter = *std::move(rotated);
+  }
   return PermuteLoraAdapter(*adapter, ChannelOrders(*quantized));
 }
 

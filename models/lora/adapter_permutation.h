@@ -30,6 +30,9 @@ struct LayerChannelOrder {
   const int32_t* attn_out = nullptr;
   const int32_t* ffn_norm = nullptr;
   const int32_t* silu_mul = nullptr;
+  // A rotated model with an online M_d: gate/up rows stay in the base order (silu_mul
+  // orders down's input only), so gate/up lora_B rows are not permuted.
+  bool gate_up_rows_unpermuted = false;
 };
 
 // The permuted copy (same id, source, format, projections). `orders` has one entry per
@@ -41,7 +44,9 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> PermuteLoraAdapter(
 
 // The hook for whatever binds adapters to a model (the engine's AdapterStore loader, the
 // eval tools): `adapter` itself when `quantized` is nullptr (an unquantized model, see
-// LlamaModel::quantized()), else its permuted copy for those channel orders.
+// LlamaModel::quantized()), else its permuted copy for those channel orders; for rotated
+// weights (quantized->rotation) the permuted copy of its rotated copy
+// (models/lora/adapter_rotation.h).
 absl::StatusOr<std::unique_ptr<LoraAdapter>> BindAdapterToQuantized(
     std::unique_ptr<LoraAdapter> adapter, const QuantizedWeights* quantized);
 

@@ -1,7 +1,9 @@
 // loom_quantize: Atom-style calibrated quantization of a Llama model into a Loom quantized
 // checkpoint (models/quant/quantized_checkpoint.h).
 //
-//   loom_quantize --out DIR [--model PATH] [--calibration_text FILE] [--scheme w4a4]
+//   loom_quantize --out DIR [--model PATH] [--calibration_text FILE[:W],FILE[:W],...]
+//                 [--scheme w4a4] [--rotate [--rotation_seed 0] [--online_attn_out]
+//                 [--online_silu_mul]]
 //                 [--gptq] [--sequences 32] [--seq_len 512] [--group_size 128]
 //                 [--outliers 128] [--outliers_attn_norm -1] [--outliers_attn_out -1]
 //                 [--outliers_ffn_norm -1] [--outliers_silu_mul -1]
@@ -25,7 +27,8 @@
 
 ABSL_FLAG(std::string, model, "", "GGUF file or HF directory (default: the default model)");
 ABSL_FLAG(std::string, calibration_text, "",
-          "calibration text (default: calibration.txt beside the default model, in eval/)");
+          "calibration text, or several mixed by weight: a.txt:2,b.txt:1,c.txt (weight 1 when "
+          "omitted; default: calibration.txt beside the default model, in eval/)");
 ABSL_FLAG(std::string, calibration_source, loom::quant::kJaneAustenSource,
           "provenance of the calibration text, recorded in loom_quant.json");
 ABSL_FLAG(std::string, out, "", "output directory (required)");
@@ -60,6 +63,12 @@ ABSL_FLAG(bool, refit_scales, false,
 ABSL_FLAG(std::string, cache_dir, "",
           "calibration statistics cache (default: quant/calib beside the default model; "
           "'none' disables)");
+ABSL_FLAG(bool, rotate, false,
+          "QuaRot: fold a randomized-Hadamard rotation of the residual stream (and the RMSNorm "
+          "scales) into the model before calibration; writes a version-2 (rotated) checkpoint");
+ABSL_FLAG(uint64_t, rotation_seed, 0, "with --rotate: the residual rotation's random signs");
+ABSL_FLAG(bool, online_attn_out, true, "with --rotate: online Hadamard on o_proj's input");
+ABSL_FLAG(bool, online_silu_mul, true, "with --rotate: online Hadamard on down_proj's input");
 ABSL_FLAG(int, threads, 2, "CPU threads");
 
 namespace loom::quant {
@@ -77,6 +86,9 @@ absl::Status Run() {
   const std::string cache_root = Dir(DefaultModelPath());
   r.calibration_text = absl::GetFlag(FLAGS_calibration_text);
   if (r.calibration_text.empty()) r.calibration_text = cache_root + "/eval/calibration.txt";
+  absl::StatusOr<std::vector<WeightedText>> texts = ParseWeightedTexts(r.calibration_text);
+  if (!texts.ok()) return texts.status();
+  r.calibration_texts = *std::move(texts);
   r.calibration_source = absl::GetFlag(FLAGS_calibration_source);
   r.out_dir = absl::GetFlag(FLAGS_out);
   if (r.out_dir.empty()) return absl::InvalidArgumentError("--out is required");
@@ -104,6 +116,10 @@ absl::Status Run() {
   o.w4_full_range = absl::GetFlag(FLAGS_w4_full_range);
   o.outlier_selection = absl::GetFlag(FLAGS_outlier_selection);
   o.refit_scales = absl::GetFlag(FLAGS_refit_scales);
+  if (absl::GetFlag(FLAGS_rotate)) {
+    o.rotation = RotationSpec{absl::GetFlag(FLAGS_rotation_seed), absl::GetFlag(FLAGS_online_attn_out),
+                              absl::GetFlag(FLAGS_online_silu_mul)};
+  }
   o.threads = absl::GetFlag(FLAGS_threads);
   if (o.threads < 1) return absl::InvalidArgumentError("--threads must be >= 1");
   absl::StatusOr<QuantizeReport> rep = QuantizeToCheckpoint(
@@ -132,6 +148,16 @@ absl::Status Run() {
     std::printf("output error:      %.4f (sqrt(sum d'Hd / sum w'Hw), every %dth row;%s)\n",
                 den > 0 ? std::sqrt(num / den) : 0.0, OutputErrorStats::kErrorRowStride,
                 per.c_str());
+  }
+  if (rep->meta.rotation) {
+    const RotationMeta& rm = *rep->meta.rotation;
+    std::printf("rotation:          randomized Hadamard, seed %llu, online attn_out %d silu_mul %d, fingerprint %s\n",
+                static_cast<unsigned long long>(rm.spec.seed), rm.spec.online_attn_out,
+                rm.spec.online_silu_mul, rm.fingerprint.c_str());
+  }
+  for (const CalibrationText& t : rep->meta.calibration.texts) {
+    std::printf("calibration text:  %s (weight %g, %d sequences)\n", t.path.c_str(), t.weight,
+                t.sequences);
   }
   std::printf("calibration:       %lld tokens (%d x %d), %s, %.1f s\n",
               static_cast<long long>(rep->calibration_tokens), r.sequences, r.seq_len,

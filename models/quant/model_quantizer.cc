@@ -80,6 +80,7 @@ QuantizedCheckpointMeta MetaFor(const QuantOptions& o, const OutlierCounts& outl
   m.outlier_selection = o.outlier_selection;
   m.refit_scales = o.refit_scales;
   m.n_layers = n_layers;
+  if (o.rotation) m.rotation = RotationMeta{*o.rotation, ""};  // fingerprint: the caller's
   return m;
 }
 
@@ -155,7 +156,10 @@ absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
     std::vector<float> permuted(rows * k);
     kernels::quant::PermuteColumns(reinterpret_cast<const float*>(w.data), rows, k,
                                    out.perm[a].data(), permuted.data());
-    if (proj == QuantProjection::kGate || proj == QuantProjection::kUp) {
+    // A rotated model's online M_d mixes every channel: gate/up rows stay in the base
+    // order and silu_mul's permutation applies after M_d (quantized_checkpoint.h).
+    const bool rows_in_silu_order = !(meta.rotation && meta.rotation->spec.online_silu_mul);
+    if (rows_in_silu_order && (proj == QuantProjection::kGate || proj == QuantProjection::kUp)) {
       if (rows != static_cast<int64_t>(mid_perm.size())) {
         return absl::InvalidArgumentError(absl::StrCat(name, " has ", rows, " rows but silu_mul has ",
                                                        mid_perm.size(), " channels"));

@@ -3,6 +3,7 @@
 #define LOOM_MODELS_QUANT_QUANT_OPTIONS_H_
 
 #include <array>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -30,6 +31,9 @@ struct QuantOptions {
   // Which channels become outliers: "energy" (Atom: highest sum x^2) or "owq" (highest
   // energy * low-bit weight error, channel_permutation.h OwqScores).
   std::string outlier_selection = "energy";
+  // QuaRot: fold this rotation into the model before calibration (the checkpoint is then
+  // version 2, models/rotation/model_rotation.h); unset = no rotation.
+  std::optional<RotationSpec> rotation;
   int threads = 1;
 };
 

@@ -15,6 +15,7 @@
 #include "models/quant/calibration_runner.h"
 #include "models/quant/model_quantizer.h"
 #include "models/quant/sha256.h"
+#include "models/rotation/rotate_weights.h"
 #include "models/tokenizer/tokenizer.h"
 #include "models/weights/json_file.h"
 #include "models/weights/model_source.h"
@@ -28,20 +29,77 @@ double Since(std::chrono::steady_clock::time_point t0) {
 
 // Cached statistics for the request, or NotFound. Without GPTQ a cache that also holds
 // Hessians serves as well.
+// `suffix`: what else the statistics depend on ("" or ";rotation=<fingerprint>").
 absl::StatusOr<CalibrationStats> FromCache(const QuantizeRequest& r, const std::string& model_sha,
-                                           const std::string& text_sha, std::string* path_out,
-                                           std::string* key_out) {
+                                           const std::string& text_sha, const std::string& suffix,
+                                           std::string* path_out, std::string* key_out) {
   const bool h = r.options.gptq;
-  *key_out = CalibrationCacheKey(model_sha, text_sha, r.sequences, r.seq_len, h);
+  *key_out = CalibrationCacheKey(model_sha, text_sha, r.sequences, r.seq_len, h) + suffix;
   *path_out = r.cache_dir + "/" + Sha256Hex(*key_out).substr(0, 24) + ".cal";
   absl::StatusOr<CalibrationStats> s = LoadCalibrationStats(*path_out, *key_out);
   if (s.ok() || h) return s;
-  const std::string hkey = CalibrationCacheKey(model_sha, text_sha, r.sequences, r.seq_len, true);
+  const std::string hkey =
+      CalibrationCacheKey(model_sha, text_sha, r.sequences, r.seq_len, true) + suffix;
   const std::string hpath = r.cache_dir + "/" + Sha256Hex(hkey).substr(0, 24) + ".cal";
   absl::StatusOr<CalibrationStats> sh = LoadCalibrationStats(hpath, hkey);
   if (!sh.ok()) return s;
   *path_out = hpath;  // where the statistics came from (nothing is saved on a hit)
   return sh;
+}
+
+struct LoadedText {
+  WeightedText in;
+  std::string text;
+  std::string sha256;
+  int sequences = 0;
+};
+
+// Reads and checks every calibration text and splits the sequences over them.
+absl::StatusOr<std::vector<LoadedText>> LoadTexts(const QuantizeRequest& r) {
+  std::vector<WeightedText> in = r.calibration_texts;
+  if (in.empty()) in.push_back({r.calibration_text, 1.0});
+  std::vector<LoadedText> out;
+  std::vector<double> weights;
+  for (const WeightedText& t : in) {
+    absl::StatusOr<std::string> text = ReadFileToString(t.path);
+    if (!text.ok()) return text.status();
+    if (text->find_first_not_of(" \t\r\n") == std::string::npos) {
+      return absl::InvalidArgumentError("calibration text " + t.path + " is empty");
+    }
+    LoadedText l{t, *std::move(text), "", 0};
+    l.sha256 = Sha256Hex(l.text);
+    out.push_back(std::move(l));
+    weights.push_back(t.weight);
+  }
+  absl::StatusOr<std::vector<int>> split = SplitSequences(r.sequences, weights);
+  if (!split.ok()) return split.status();
+  for (size_t i = 0; i < out.size(); ++i) out[i].sequences = (*split)[i];
+  return out;
+}
+
+// The provenance of the texts, and the "text" part of the statistics' cache key: for one
+// text its sha256 (as before mixes existed), else a digest of every (sha256, share).
+CalibrationRef DescribeTexts(const QuantizeRequest& r, const std::vector<LoadedText>& texts,
+                             std::string* text_key) {
+  CalibrationRef ref;
+  ref.sequences = r.sequences;
+  ref.seq_len = r.seq_len;
+  ref.source = r.calibration_source;
+  if (texts.size() == 1) {
+    ref.text = texts[0].in.path;
+    ref.sha256 = texts[0].sha256;
+    *text_key = texts[0].sha256;
+    return ref;
+  }
+  std::string mix;
+  for (const LoadedText& t : texts) {
+    ref.texts.push_back({t.in.path, t.sha256, t.in.weight, t.sequences});
+    absl::StrAppend(&ref.text, ref.text.empty() ? "" : ",", t.in.path);
+    absl::StrAppend(&ref.sha256, ref.sha256.empty() ? "" : ",", t.sha256);
+    absl::StrAppend(&mix, t.sha256, ":", t.sequences, ";");
+  }
+  *text_key = "mix-" + Sha256Hex(mix);
+  return ref;
 }
 
 }  // namespace
@@ -54,9 +112,14 @@ absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
   if (absl::Status s = ValidateGptqOptions(o); !s.ok()) return s;
   if (absl::Status s = ValidateOutlierSelection(o.outlier_selection); !s.ok()) return s;
   if (r.out_dir.empty()) return absl::InvalidArgumentError("no output directory given");
-  if (std::filesystem::path(r.calibration_text).filename() == "heldout.txt") {
-    return absl::InvalidArgumentError(
-        "refusing to calibrate on heldout.txt: the held-out text is for evaluation only");
+  for (const WeightedText& t : r.calibration_texts.empty()
+                                   ? std::vector<WeightedText>{{r.calibration_text, 1.0}}
+                                   : r.calibration_texts) {
+    if (IsHeldOutName(t.path)) {
+      return absl::InvalidArgumentError(
+          "refusing to calibrate on " + std::filesystem::path(t.path).filename().string() +
+          ": held-out texts (heldout*) are for evaluation only");
+    }
   }
   absl::StatusOr<std::unique_ptr<ModelSource>> source = ModelSource::Open(r.model_path);
   if (!source.ok()) {
@@ -66,20 +129,16 @@ absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
   const LlamaConfig config = (*source)->config();
   absl::StatusOr<OutlierCounts> counts = ResolveOutlierCounts(ActivationWidths(config), o);
   if (!counts.ok()) return counts.status();
-  absl::StatusOr<std::string> text = ReadFileToString(r.calibration_text);
-  if (!text.ok()) return text.status();
-  if (text->find_first_not_of(" \t\r\n") == std::string::npos) {
-    return absl::InvalidArgumentError("calibration text " + r.calibration_text + " is empty");
-  }
+  absl::StatusOr<std::vector<LoadedText>> texts = LoadTexts(r);
+  if (!texts.ok()) return texts.status();
 
   QuantizeReport report;
   report.meta = MetaFor(o, *counts, config.n_layers);
   absl::StatusOr<FileDigest> model_digest = DigestPath(r.model_path);
   if (!model_digest.ok()) return model_digest.status();
   report.meta.base_model = {r.model_path, model_digest->sha256, model_digest->bytes};
-  const std::string text_sha = Sha256Hex(*text);
-  report.meta.calibration = {r.calibration_text, text_sha, r.sequences, r.seq_len,
-                             r.calibration_source};
+  std::string text_sha;
+  report.meta.calibration = DescribeTexts(r, *texts, &text_sha);
   say(absl::StrFormat("model %s (%d layers, sha256 %s), scheme %s, group %d, outliers %d/%d/%d/%d, gptq %d",
                       r.model_path, config.n_layers, model_digest->sha256.substr(0, 16),
                       std::string(kernels::quant::QuantSchemeName(o.scheme)), o.group_size, (*counts)[0],
@@ -90,11 +149,23 @@ absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
   absl::StatusOr<std::unique_ptr<ModelSource>> f32 = DequantizeToF32(**source);
   if (!f32.ok()) return f32.status();
   source->reset();
+  std::shared_ptr<const ModelRotation> rotation;
+  std::string cache_suffix;
+  if (o.rotation) {
+    absl::StatusOr<std::shared_ptr<const ModelRotation>> rot = RotateF32Model(*o.rotation, f32->get());
+    if (!rot.ok()) return rot.status();
+    rotation = *std::move(rot);
+    report.meta.rotation->fingerprint = rotation->Fingerprint();
+    cache_suffix = ";rotation=" + rotation->Fingerprint();
+    say(absl::StrFormat("rotation: randomized Hadamard, seed %d, online attn_out %d silu_mul %d, "
+                        "fingerprint %s", o.rotation->seed, o.rotation->online_attn_out,
+                        o.rotation->online_silu_mul, rotation->Fingerprint()));
+  }
 
   std::string cache_path, cache_key;
   absl::StatusOr<CalibrationStats> stats = absl::NotFoundError("no cache");
   if (!r.cache_dir.empty()) {
-    stats = FromCache(r, model_digest->sha256, text_sha, &cache_path, &cache_key);
+    stats = FromCache(r, model_digest->sha256, text_sha, cache_suffix, &cache_path, &cache_key);
     if (stats.ok()) {
       report.calibration_cached = true;
       say("calibration statistics from " + cache_path);
@@ -106,15 +177,24 @@ absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
   if (!report.calibration_cached) {
     absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::Create((*f32)->vocabulary());
     if (!tok.ok()) return tok.status();
-    absl::StatusOr<std::vector<std::vector<int32_t>>> seqs =
-        CalibrationSequences(**tok, *text, r.sequences, r.seq_len);
-    if (!seqs.ok()) return seqs.status();
+    std::vector<std::vector<int32_t>> seqs;
+    for (const LoadedText& t : *texts) {
+      absl::StatusOr<std::vector<std::vector<int32_t>>> s =
+          CalibrationSequences(**tok, t.text, t.sequences, r.seq_len);
+      if (!s.ok()) {
+        return absl::Status(s.status().code(), t.in.path + ": " + std::string(s.status().message()));
+      }
+      say(absl::StrFormat("calibration text %s: %d sequences (weight %g)", t.in.path, t.sequences,
+                          t.in.weight));
+      for (auto& q : *s) seqs.push_back(std::move(q));
+    }
     absl::StatusOr<std::unique_ptr<LlamaModel>> m =
-        LlamaModel::Create(*std::move(f32), backend.get());
+        rotation ? LlamaModel::CreateRotated(*std::move(f32), rotation, backend.get())
+                 : LlamaModel::Create(*std::move(f32), backend.get());
     if (!m.ok()) return m.status();
     model = *std::move(m);
     const auto t0 = std::chrono::steady_clock::now();
-    stats = RunCalibration(*model, *seqs, o.gptq, backend.get(), [&](int done, int total) {
+    stats = RunCalibration(*model, seqs, o.gptq, backend.get(), [&](int done, int total) {
       say(absl::StrFormat("calibration %d/%d sequences (%.1f s)", done, total, Since(t0)));
     });
     if (!stats.ok()) return stats.status();

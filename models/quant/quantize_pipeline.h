@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "models/quant/calibration_mix.h"
 #include "models/quant/model_quantizer.h"
 #include "models/quant/quant_options.h"
 #include "models/quant/quantized_checkpoint.h"
@@ -19,6 +20,9 @@ inline constexpr char kJaneAustenSource[] =
 struct QuantizeRequest {
   std::string model_path;        // GGUF file or HF directory
   std::string calibration_text;  // UTF-8 text file (never the held-out evaluation text)
+  // Several texts mixed by weight (calibration_mix.h); when set, calibration_text is
+  // ignored. One text of weight 1 is the same as calibration_text.
+  std::vector<WeightedText> calibration_texts;
   std::string calibration_source = kJaneAustenSource;
   std::string out_dir;
   int sequences = 32;
@@ -41,8 +45,13 @@ struct QuantizeReport {
 // Refusals (InvalidArgument unless noted, each naming the cause): a model that is not a
 // Llama (the reader's message and code: Unimplemented), a scheme of 'none', a group size that is odd, not
 // positive or wider than an activation, outlier counts whose remainder is not a multiple
-// of the group, an empty calibration text or one named heldout.txt, too few tokens for
-// sequences x seq_len; NotFound for a missing model or text file.
+// of the group, an empty calibration text or one named heldout* (an evaluation text), too
+// few tokens for a text's share of sequences x seq_len; NotFound for a missing model or
+// text file; Unimplemented for a rotation the model's widths do not allow.
+//
+// With options.rotation, the model (dequantized to F32) gets the rotation folded in
+// (models/rotation/rotate_weights.h) before calibration: the statistics are those of the
+// rotated activations the quantized model will see, and the checkpoint is version 2.
 absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(const QuantizeRequest& r,
                                                     const std::function<void(const std::string&)>& log);
 

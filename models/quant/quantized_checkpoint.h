@@ -17,8 +17,19 @@
 //    "refit_scales": bool,  (optional, false)
 //    "base_model": {"path": str, "sha256": hex, "bytes": int},
 //    "calibration": {"text": path, "sha256": hex, "sequences": 32, "seq_len": 512,
-//                    "source": str},
-//    "n_layers": 30}
+//                    "source": str,
+//                    "texts": [{"path", "sha256", "weight", "sequences"}, ...]},  (optional:
+//                    only when several texts were mixed; text/sha256 then list them all)
+//    "n_layers": 30,
+//    "rotation": {"kind": "randomized_hadamard", "seed": int, "online_attn_out": bool,
+//                 "online_silu_mul": bool, "fingerprint": 16 hex}}   (version 2 only)
+//
+// Version 2 = a ROTATED checkpoint (QuaRot, models/rotation/model_rotation.h): the weights
+// hold the rotation and folded norm scales, and the model must run them with the rotation
+// the "rotation" object names (readers of version 1 refuse these). The reader rebuilds the
+// rotation and refuses a fingerprint that differs from the recorded one. With
+// online_silu_mul, ffn_gate/ffn_up rows are in the base order (the exception below does
+// not apply) and silu_mul.perm orders down's input AFTER the online Hadamard.
 //
 // model.safetensors, for layer i, projection p (QuantProjectionName) reading activation a:
 //   blk.i.p.qweight          U8 [rows, spec.weight_row_bytes()]  (w_bits 4: header packing)
@@ -39,6 +50,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +59,7 @@
 #include "kernels/quant/weight_packing.h"
 #include "models/model_config.h"
 #include "models/quant/quant_names.h"
+#include "models/rotation/model_rotation.h"
 #include "nlohmann/json.hpp"
 
 namespace loom {
@@ -59,6 +72,7 @@ inline constexpr char kQuantJsonName[] = "loom_quant.json";
 inline constexpr char kQuantTensorsName[] = "model.safetensors";
 inline constexpr char kQuantFormat[] = "loom-atom";
 inline constexpr int kQuantFormatVersion = 1;
+inline constexpr int kQuantFormatVersionRotated = 2;
 
 // Outlier channels per activation, indexed by QuantActivation.
 using OutlierCounts = std::array<int, kNumQuantActivations>;
@@ -84,13 +98,29 @@ struct BaseModelRef {
   int64_t bytes = 0;   // file size (a directory: the sum over its files)
 };
 
+// One of several calibration texts mixed by weight.
+struct CalibrationText {
+  std::string path;
+  std::string sha256;
+  double weight = 1;
+  int sequences = 0;  // drawn from this text
+};
+
 struct CalibrationRef {
-  std::string text;    // path of the calibration text
-  std::string sha256;  // of the text file
+  std::string text;    // path of the calibration text (several: joined by ",")
+  std::string sha256;  // of the text file (several: their sha256s joined by ",")
   int sequences = 0;
   int seq_len = 0;
   std::string source;  // provenance and licence of the text
+  std::vector<CalibrationText> texts;  // when several were mixed (else empty)
 };
+
+// The rotation folded into a version-2 checkpoint.
+struct RotationMeta {
+  RotationSpec spec;
+  std::string fingerprint;  // ModelRotation::Fingerprint() when it was written
+};
+inline constexpr char kRotationKind[] = "randomized_hadamard";
 
 struct QuantizedCheckpointMeta {
   std::string architecture = "llama";
@@ -108,6 +138,7 @@ struct QuantizedCheckpointMeta {
   BaseModelRef base_model;
   CalibrationRef calibration;
   int n_layers = 0;
+  std::optional<RotationMeta> rotation;  // set: a rotated (version 2) checkpoint
 
   nlohmann::json ToJson() const;
   // InvalidArgument naming the key for a missing key, a wrong type or a value out of
@@ -148,8 +179,15 @@ class QuantizedCheckpoint {
   const QuantizedLayerView& layer(int i) const { return layers_[i]; }
 
   // FailedPrecondition unless the shapes match `config` (layers, hidden, q/kv widths,
-  // intermediate) and the architecture is llama.
+  // intermediate) and the architecture is llama; for a rotated checkpoint also unless the
+  // rotation rebuilt for `config` (Rotation) has the recorded fingerprint.
   absl::Status CheckConfig(const LlamaConfig& config) const;
+
+  // A rotated checkpoint's rotation rebuilt for `config` (without folded norms: the
+  // caller adds the base model's, ModelRotation::SetFoldedNorms). FailedPrecondition when
+  // it cannot be built or its fingerprint differs from the recorded one; NotFound for an
+  // unrotated checkpoint.
+  absl::StatusOr<ModelRotation> Rotation(const LlamaConfig& config) const;
 
   // FailedPrecondition unless the file at `path` has the recorded size and, when
   // `verify_sha256`, the recorded sha256 (reads the whole file: ~0.3 s per 100 MB).

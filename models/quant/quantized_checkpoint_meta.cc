@@ -54,9 +54,9 @@ json QuantizedCheckpointMeta::ToJson() const {
   for (int a = 0; a < kNumQuantActivations; ++a) {
     o[QuantActivationName(static_cast<QuantActivation>(a))] = outliers[a];
   }
-  return json{
+  json j = json{
       {"format", kQuantFormat},
-      {"version", kQuantFormatVersion},
+      {"version", rotation ? kQuantFormatVersionRotated : kQuantFormatVersion},
       {"architecture", architecture},
       {"scheme", std::string(kernels::quant::QuantSchemeName(scheme))},
       {"group_size", group_size},
@@ -87,6 +87,22 @@ json QuantizedCheckpointMeta::ToJson() const {
         {"source", calibration.source}}},
       {"n_layers", n_layers},
   };
+  if (!calibration.texts.empty()) {
+    json texts = json::array();
+    for (const CalibrationText& t : calibration.texts) {
+      texts.push_back({{"path", t.path}, {"sha256", t.sha256}, {"weight", t.weight},
+                       {"sequences", t.sequences}});
+    }
+    j["calibration"]["texts"] = texts;
+  }
+  if (rotation) {
+    j["rotation"] = {{"kind", kRotationKind},
+                     {"seed", rotation->spec.seed},
+                     {"online_attn_out", rotation->spec.online_attn_out},
+                     {"online_silu_mul", rotation->spec.online_silu_mul},
+                     {"fingerprint", rotation->fingerprint}};
+  }
+  return j;
 }
 
 namespace {
@@ -100,9 +116,14 @@ absl::Status ParseScheme(const json& j, QuantizedCheckpointMeta* m) {
   }
   auto version = Int(j, "", "version", 0);
   if (!version.ok()) return version.status();
-  if (*version != kQuantFormatVersion) {
+  if (*version != kQuantFormatVersion && *version != kQuantFormatVersionRotated) {
     return Bad(absl::StrCat("version ", *version, " is not supported (only ",
-                            kQuantFormatVersion, ")"));
+                            kQuantFormatVersion, " and ", kQuantFormatVersionRotated, ")"));
+  }
+  const bool rotated = *version == kQuantFormatVersionRotated;
+  if (rotated != j.contains("rotation")) {
+    return Bad(rotated ? "version 2 (rotated) without a 'rotation' object"
+                       : "'rotation' in a version 1 checkpoint (rotated ones are version 2)");
   }
   auto arch = Str(j, "", "architecture");
   if (!arch.ok()) return arch.status();
@@ -218,10 +239,54 @@ absl::Status ParseProvenance(const json& j, QuantizedCheckpointMeta* m) {
   if (!cseq.ok()) return cseq.status();
   if (!clen.ok()) return clen.status();
   if (!csrc.ok()) return csrc.status();
-  m->calibration = {*ctext, *csha, static_cast<int>(*cseq), static_cast<int>(*clen), *csrc};
+  m->calibration = {*ctext, *csha, static_cast<int>(*cseq), static_cast<int>(*clen), *csrc, {}};
+  if ((*cal)->contains("texts")) {
+    const json& texts = (**cal)["texts"];
+    if (!texts.is_array()) return Bad("'calibration.texts' must be an array");
+    for (const json& t : texts) {
+      if (!t.is_object()) return Bad("'calibration.texts' entries must be objects");
+      auto path = Str(t, "calibration.texts[].", "path");
+      auto sha = Str(t, "calibration.texts[].", "sha256");
+      auto w = Field(t, "calibration.texts[].", "weight", [](const json& v) { return v.is_number(); },
+                     "a number");
+      auto n = Int(t, "calibration.texts[].", "sequences", 0);
+      if (!path.ok()) return path.status();
+      if (!sha.ok()) return sha.status();
+      if (!w.ok()) return w.status();
+      if (!n.ok()) return n.status();
+      m->calibration.texts.push_back({*path, *sha, (*w)->get<double>(), static_cast<int>(*n)});
+    }
+  }
   auto layers = Int(j, "", "n_layers", 1);
   if (!layers.ok()) return layers.status();
   m->n_layers = static_cast<int>(*layers);
+  return absl::OkStatus();
+}
+
+// rotation (version 2).
+absl::Status ParseRotation(const json& j, QuantizedCheckpointMeta* m) {
+  if (!j.contains("rotation")) return absl::OkStatus();
+  auto r = Object(j, "rotation");
+  if (!r.ok()) return r.status();
+  auto kind = Str(**r, "rotation.", "kind");
+  if (!kind.ok()) return kind.status();
+  if (*kind != kRotationKind) {
+    return Bad(absl::StrCat("rotation kind '", *kind, "' is not '", kRotationKind, "'"));
+  }
+  auto seed = Field(**r, "rotation.", "seed", [](const json& v) { return v.is_number_unsigned(); },
+                    "an unsigned integer");
+  auto is_bool = [](const json& v) { return v.is_boolean(); };
+  auto ao = Field(**r, "rotation.", "online_attn_out", is_bool, "a boolean");
+  auto sm = Field(**r, "rotation.", "online_silu_mul", is_bool, "a boolean");
+  auto fp = Str(**r, "rotation.", "fingerprint");
+  if (!seed.ok()) return seed.status();
+  if (!ao.ok()) return ao.status();
+  if (!sm.ok()) return sm.status();
+  if (!fp.ok()) return fp.status();
+  RotationMeta rot;
+  rot.spec = {(*seed)->get<uint64_t>(), (*ao)->get<bool>(), (*sm)->get<bool>()};
+  rot.fingerprint = *fp;
+  m->rotation = rot;
   return absl::OkStatus();
 }
 
@@ -233,6 +298,7 @@ absl::StatusOr<QuantizedCheckpointMeta> QuantizedCheckpointMeta::FromJson(const 
   if (absl::Status s = ParseScheme(j, &m); !s.ok()) return s;
   if (absl::Status s = ParseMethod(j, &m); !s.ok()) return s;
   if (absl::Status s = ParseProvenance(j, &m); !s.ok()) return s;
+  if (absl::Status s = ParseRotation(j, &m); !s.ok()) return s;
   return m;
 }
 

@@ -257,6 +257,10 @@ absl::Status QuantizedCheckpoint::CheckConfig(const LlamaConfig& c) const {
                                " channels, the model ", ks[a].second));
     }
   }
+  if (meta_.rotation) {
+    absl::StatusOr<ModelRotation> r = Rotation(c);
+    if (!r.ok()) return r.status();
+  }
   const int64_t want_rows[] = {q_dim, kv_dim, kv_dim, c.hidden, c.intermediate, c.intermediate,
                                c.hidden};
   for (int p = 0; p < kNumQuantProjections; ++p) {
@@ -301,6 +305,23 @@ absl::Status QuantizedCheckpoint::CheckBaseModelFile(const std::string& path,
     return fail(absl::StrCat(bytes, " bytes, recorded ", meta_.base_model.bytes));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<ModelRotation> QuantizedCheckpoint::Rotation(const LlamaConfig& c) const {
+  if (!meta_.rotation) return absl::NotFoundError(dir_ + " is not a rotated checkpoint");
+  absl::StatusOr<ModelRotation> r = ModelRotation::Create(c, meta_.rotation->spec);
+  if (!r.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rotated checkpoint ", dir_, ": ", r.status().message()));
+  }
+  if (r->Fingerprint() != meta_.rotation->fingerprint) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rotated checkpoint ", dir_, ": rotation mismatch: the checkpoint was written with "
+        "rotation fingerprint ", meta_.rotation->fingerprint, ", this reader builds ",
+        r->Fingerprint(), " from the same seed and options (a different Hadamard "
+        "construction); refusing to run weights folded with another rotation"));
+  }
+  return r;
 }
 
 }  // namespace loom::quant

@@ -231,7 +231,22 @@ TEST_F(ReaderRefusalTest, JsonFields) {
   const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
       {[](nlohmann::json& j) { j.erase("scheme"); }, "missing key 'scheme'"},
       {[](nlohmann::json& j) { j["format"] = "gguf"; }, "format 'gguf'"},
-      {[](nlohmann::json& j) { j["version"] = 2; }, "version 2 is not supported"},
+      {[](nlohmann::json& j) { j["version"] = 3; }, "version 3 is not supported"},
+      {[](nlohmann::json& j) { j["version"] = 2; }, "version 2 (rotated) without a 'rotation'"},
+      {[](nlohmann::json& j) {
+         j["rotation"] = {{"kind", "randomized_hadamard"}, {"seed", 1}, {"online_attn_out", true},
+                          {"online_silu_mul", true}, {"fingerprint", "00"}};
+       }, "'rotation' in a version 1 checkpoint"},
+      {[](nlohmann::json& j) {
+         j["version"] = 2;
+         j["rotation"] = {{"kind", "learned"}, {"seed", 1}, {"online_attn_out", true},
+                          {"online_silu_mul", true}, {"fingerprint", "00"}};
+       }, "rotation kind 'learned' is not 'randomized_hadamard'"},
+      {[](nlohmann::json& j) {
+         j["version"] = 2;
+         j["rotation"] = {{"kind", "randomized_hadamard"}, {"seed", 1}, {"online_attn_out", 1},
+                          {"online_silu_mul", true}, {"fingerprint", "00"}};
+       }, "'rotation.online_attn_out' must be a boolean"},
       {[](nlohmann::json& j) { j["architecture"] = "gpt2"; }, "architecture 'gpt2' is not supported"},
       {[](nlohmann::json& j) { j["scheme"] = "w2a2"; }, "scheme 'w2a2'"},
       {[](nlohmann::json& j) { j["weight_bits"] = 8; }, "do not match scheme w4a4"},

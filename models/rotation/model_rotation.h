@@ -58,6 +58,7 @@ class ModelRotation {
   // tensor when one is missing or not [hidden].
   absl::Status SetFoldedNorms(const ModelSource& base);
   bool has_folded_norms() const { return !attn_norm_.empty(); }
+  int n_folded_layers() const { return static_cast<int>(attn_norm_.size()); }
   // [hidden] each; REQUIRES has_folded_norms() and layer < n_layers.
   const std::vector<float>& attn_norm(int layer) const { return attn_norm_[layer]; }
   const std::vector<float>& ffn_norm(int layer) const { return ffn_norm_[layer]; }
