@@ -238,11 +238,47 @@ __device__ void QuantizeSpanWarp(const float* hp, int len, int valid, int bits, 
   if (lane == 0) *scale_out = __fdiv_rn(amax, fq);
 }
 
+// h [n] <- T h (hadamard_transform.h's canonical sequence, B blocks of K·P) by the whole
+// block; z [n] is scratch. Every thread calls it (it synchronises).
+__device__ void HadamardInShared(const GpuHadamard& rot, float* h, float* z) {
+  const int n = rot.n, p = rot.p, half = rot.p / 2, kp = rot.k * rot.p;
+  if (rot.signs != nullptr) {
+    for (int i = threadIdx.x; i < n; i += kQuantThreads) h[i] = __fmul_rn(h[i], rot.signs[i]);
+  }
+  __syncthreads();
+  for (int s = 1; s < p; s <<= 1) {
+    for (int idx = threadIdx.x; idx < n / 2; idx += kQuantThreads) {
+      const int a = idx / half, t = idx % half;
+      const int j = a * p + (t / s) * 2 * s + (t % s);
+      const float u = h[j], w = h[j + s];
+      h[j] = __fadd_rn(u, w);
+      h[j + s] = __fsub_rn(u, w);
+    }
+    __syncthreads();
+  }
+  if (rot.k > 1) {
+    for (int i = threadIdx.x; i < n; i += kQuantThreads) {
+      const int c0 = (i / kp) * kp, a = (i % kp) / p, b = i % p;
+      const int8_t* row = rot.hk + a * rot.k;
+      float acc = row[0] > 0 ? h[c0 + b] : -h[c0 + b];
+      for (int a2 = 1; a2 < rot.k; ++a2) {
+        const float v = h[c0 + a2 * p + b];
+        acc = row[a2] > 0 ? __fadd_rn(acc, v) : __fsub_rn(acc, v);
+      }
+      z[i] = acc;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += kQuantThreads) h[i] = __fmul_rn(z[i], rot.scale);
+  } else {
+    for (int i = threadIdx.x; i < n; i += kQuantThreads) h[i] = __fmul_rn(h[i], rot.scale);
+  }
+}
+
 __global__ void __launch_bounds__(kQuantThreads)
     AtomQuantizeKernel(AtomGpuGeometry geo, AtomPrologue mode, const float* x,
                        const float* gamma_or_up, float eps, const int32_t* perm,
-                       AtomGpuActivations out, float* permuted) {
-  extern __shared__ float smem[];  // h [k], then hp [k]
+                       AtomGpuActivations out, float* permuted, GpuHadamard rot) {
+  extern __shared__ float smem[];  // h [k], then hp [k] (and z [k] when rotating)
   float* h = smem;
   float* hp = smem + geo.k;
   __shared__ float warp_sums[kQuantThreads / kWarp];
@@ -270,12 +306,17 @@ __global__ void __launch_bounds__(kQuantThreads)
     for (int i = threadIdx.x; i < k; i += kQuantThreads) h[i] = xr[i];
   }
   __syncthreads();
-  for (int j = threadIdx.x; j < k; j += kQuantThreads) {
-    const float v = h[perm != nullptr ? perm[j] : j];
-    hp[j] = v;
-    if (permuted != nullptr) permuted[static_cast<int64_t>(row) * k + j] = v;
-  }
+  for (int j = threadIdx.x; j < k; j += kQuantThreads) hp[j] = h[perm != nullptr ? perm[j] : j];
   __syncthreads();
+  if (rot.n > 0) {  // the first rot.n permuted channels; h is free scratch now
+    HadamardInShared(rot, hp, h);
+    __syncthreads();
+  }
+  if (permuted != nullptr) {
+    for (int j = threadIdx.x; j < k; j += kQuantThreads) {
+      permuted[static_cast<int64_t>(row) * k + j] = hp[j];
+    }
+  }
   uint8_t* qrow = out.q + static_cast<int64_t>(row) * geo.act_row_bytes();
   for (int g = warp; g < geo.n_groups; g += kQuantThreads / kWarp) {
     const int j0 = g * geo.group;
@@ -319,7 +360,22 @@ cudaError_t LaunchAtomQuantize(const AtomGpuGeometry& geo, AtomPrologue mode, co
     if (err != cudaSuccess) return err;
   }
   AtomQuantizeKernel<<<n, kQuantThreads, smem, stream>>>(geo, mode, x, gamma_or_up, eps, perm,
-                                                         out, permuted);
+                                                         out, permuted, GpuHadamard());
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAtomHadamardQuantize(const AtomGpuGeometry& geo, AtomPrologue mode,
+                                       const float* x, const float* up, const GpuHadamard& rot,
+                                       const int32_t* perm, int n, const AtomGpuActivations& out,
+                                       float* rotated, cudaStream_t stream) {
+  const size_t smem = sizeof(float) * 2 * static_cast<size_t>(geo.k);  // h, hp
+  if (smem > 48 * 1024) {
+    const cudaError_t err = cudaFuncSetAttribute(
+        AtomQuantizeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+  }
+  AtomQuantizeKernel<<<n, kQuantThreads, smem, stream>>>(geo, mode, x, up, 0.0f, perm, out,
+                                                         rotated, rot);
   return cudaGetLastError();
 }
 

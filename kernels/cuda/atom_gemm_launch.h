@@ -53,10 +53,34 @@ cudaError_t LaunchAtomGemm(const AtomGpuGeometry& geo, const AtomGpuWeights& w,
 // then hp[j] = h[perm[j]] (perm null: identity), quantized into `out` (n = rows).
 // permuted (nullable): receives hp [n, k] unquantized.
 enum class AtomPrologue : int { kPlain = 0, kRmsNorm = 1, kSiluMul = 2 };
+
+// The Hadamard transform T = scale · (H_K ⊗ H_P) · diag(signs) of
+// kernels/rotation/hadamard_transform.h in device memory (POD, passed to kernels). n == 0:
+// no rotation.
+struct GpuHadamard {
+  int n = 0;                     // K * P
+  int k = 1;                     // K
+  int p = 1;                     // P (a power of two); the B = n / (K P) blocks follow
+  float scale = 1.0f;
+  const int8_t* hk = nullptr;    // device [K, K] of ±1
+  const float* signs = nullptr;  // device [n] or null
+};
+
 cudaError_t LaunchAtomQuantize(const AtomGpuGeometry& geo, AtomPrologue mode, const float* x,
                                const float* gamma_or_up, float eps, const int32_t* perm,
                                int n, const AtomGpuActivations& out, float* permuted,
                                cudaStream_t stream);
+
+// As LaunchAtomQuantize (modes kPlain and kSiluMul) with the online rotation after the
+// reorder: the first rot.n channels of hp <- T hp[0, rot.n) in the canonical sequence of
+// hadamard_transform.h (sign flips, butterflies h = 1 .. P/2, the cross-run ±1 sums in
+// order, the scale; each an IEEE-rounded add, subtract or multiply), so hp and the
+// quantized rows equal the CPU reference's (ReferenceAtomKernels::HadamardQuantize /
+// SiluMulHadamardQuantize) bitwise. REQUIRES rot.n <= geo.k.
+cudaError_t LaunchAtomHadamardQuantize(const AtomGpuGeometry& geo, AtomPrologue mode,
+                                       const float* x, const float* up, const GpuHadamard& rot,
+                                       const int32_t* perm, int n, const AtomGpuActivations& out,
+                                       float* rotated, cudaStream_t stream);
 
 }  // namespace loom::kernels::cuda
 

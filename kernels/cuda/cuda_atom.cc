@@ -194,6 +194,93 @@ absl::Status AtomSiluMulQuantize(const float* gate, const float* up, int n,
                   "AtomSiluMulQuantize");
 }
 
+struct CudaHadamard::Impl {
+  int n = 0, k = 1, p = 1;
+  float scale = 1.0f;
+  DeviceBuffer<int8_t> hk;
+  DeviceBuffer<float> signs;
+  GpuHadamard view() const {
+    GpuHadamard g;
+    g.n = n;
+    g.k = k;
+    g.p = p;
+    g.scale = scale;
+    g.hk = hk.get();
+    g.signs = signs.get();
+    return g;
+  }
+};
+
+CudaHadamard::CudaHadamard(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaHadamard::CudaHadamard(CudaHadamard&&) noexcept = default;
+CudaHadamard& CudaHadamard::operator=(CudaHadamard&&) noexcept = default;
+CudaHadamard::~CudaHadamard() = default;
+int CudaHadamard::n() const { return impl_->n; }
+
+// The rotating quantizer keeps h and hp in shared memory (h doubles as the rotation's
+// scratch), as the plain one: kAtomGpuMaxK.
+constexpr int kMaxRotatedK = kAtomGpuMaxK;
+
+absl::StatusOr<CudaHadamard> CudaHadamard::Upload(const HadamardTransform& t) {
+  if (t.n() > kMaxRotatedK) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaHadamard: n ", t.n(), " > ", kMaxRotatedK));
+  }
+  if (absl::StatusOr<int> count = CudaDeviceCount(); !count.ok()) return count.status();
+  auto impl = std::make_unique<Impl>();
+  impl->n = t.n();
+  impl->k = t.base();
+  impl->p = t.block();
+  impl->scale = t.scale();
+  if (absl::Status st = cuda::Upload(t.base_matrix(), &impl->hk); !st.ok()) return st;
+  if (!t.signs().empty()) {
+    if (absl::Status st = cuda::Upload(t.signs(), &impl->signs); !st.ok()) return st;
+  }
+  return CudaHadamard(std::move(impl));
+}
+
+namespace {
+
+absl::Status RotateQuantize(AtomPrologue mode, const float* x, const float* up, int n,
+                            const CudaHadamard& t, const int32_t* perm, CudaAtomActivations* out,
+                            float* rotated, CUstream_st* stream, const char* what) {
+  if (out == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, ": null out"));
+  CudaAtomActivations::Impl& m = out->impl();
+  if (t.n() > m.spec.k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the rotation has ", t.n(), " channels, the spec only ", m.spec.k));
+  }
+  if (n < 0 || n > m.max_rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": n ", n, " outside [0, ", m.max_rows, "]"));
+  }
+  m.n = n;
+  if (n == 0) return absl::OkStatus();
+  if (x == nullptr || (mode == AtomPrologue::kSiluMul && up == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": null pointer"));
+  }
+  return CudaStatus(LaunchAtomHadamardQuantize(m.geo, mode, x, up, t.impl().view(), perm, n,
+                                               m.view(), rotated, stream),
+                    absl::StrCat(what, " launch"));
+}
+
+}  // namespace
+
+absl::Status AtomHadamardQuantize(const float* x, int n, const CudaHadamard& t,
+                                  const int32_t* perm, CudaAtomActivations* out, float* rotated,
+                                  CUstream_st* stream) {
+  return RotateQuantize(AtomPrologue::kPlain, x, nullptr, n, t, perm, out, rotated, stream,
+                        "AtomHadamardQuantize");
+}
+
+absl::Status AtomSiluMulHadamardQuantize(const float* gate, const float* up, int n,
+                                         const CudaHadamard& t, const int32_t* perm,
+                                         CudaAtomActivations* out, float* rotated,
+                                         CUstream_st* stream) {
+  return RotateQuantize(AtomPrologue::kSiluMul, gate, up, n, t, perm, out, rotated, stream,
+                        "AtomSiluMulHadamardQuantize");
+}
+
 absl::Status AtomMatMul(const CudaAtomWeight& w, const CudaAtomActivations& x, float* y,
                         CUstream_st* stream) {
   if (!(w.spec() == x.spec())) {

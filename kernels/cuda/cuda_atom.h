@@ -90,6 +90,41 @@ absl::Status AtomSiluMulQuantize(const float* gate, const float* up, int n,
                                  CudaAtomActivations* out, float* h_out,
                                  CUstream_st* stream = nullptr);
 
+// The online rotation of a rotated (QuaRot) model, kernels/rotation/hadamard_transform.h's
+// T, in device memory (owning): its ±1 base matrix and signs.
+class CudaHadamard {
+ public:
+  // kUnavailable without a GPU; InvalidArgument for n > kAtomGpuMaxK.
+  static absl::StatusOr<CudaHadamard> Upload(const HadamardTransform& t);
+  CudaHadamard(CudaHadamard&&) noexcept;
+  CudaHadamard& operator=(CudaHadamard&&) noexcept;
+  ~CudaHadamard();
+  int n() const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit CudaHadamard(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Fused reorder + rotation + quantize (AtomKernels::HadamardQuantize): r = permute(x) per
+// row, its first t.n() channels <- T r[0, t.n()), then quantized as AtomQuantize's.
+// Bitwise as the CPU reference. rotated (nullable): device [n, k] receives r.
+// InvalidArgument as AtomQuantize, or t.n() > the spec's k.
+absl::Status AtomHadamardQuantize(const float* x, int n, const CudaHadamard& t,
+                                  const int32_t* perm, CudaAtomActivations* out, float* rotated,
+                                  CUstream_st* stream = nullptr);
+
+// Fused SiLU*mul + rotation + reorder + quantize (AtomKernels::SiluMulHadamardQuantize):
+// h = silu(gate) * up (double, rounded to float, as the CPU reference) for rows in the
+// ORIGINAL order, then as AtomHadamardQuantize(h).
+absl::Status AtomSiluMulHadamardQuantize(const float* gate, const float* up, int n,
+                                         const CudaHadamard& t, const int32_t* perm,
+                                         CudaAtomActivations* out, float* rotated,
+                                         CUstream_st* stream = nullptr);
+
 // y [x.n(), w.rows()] = the Atom Result formula, bitwise as ReferenceAtomKernels::MatMul.
 // InvalidArgument when the specs differ or y is null.
 absl::Status AtomMatMul(const CudaAtomWeight& w, const CudaAtomActivations& x, float* y,

@@ -193,6 +193,83 @@ TEST(CudaAtomTest, FusedRmsNormAndSiluMulQuantizeAgreeWithReference) {
   }
 }
 
+// The online-rotation quantizers (QuaRot) against the CPU reference: HadamardQuantize
+// bitwise (quantized rows, scales, outliers and the rotated rows), SiluMulHadamardQuantize
+// within one quantization step (its SiLU runs the device's double exp), over SmolLM2's
+// widths 576 = 36 x 16 and 1536 = 12 x 128, a power of two, with and without signs.
+TEST(CudaAtomTest, HadamardQuantizeMatchesReference) {
+  LOOM_SKIP_WITHOUT_GPU();
+  std::unique_ptr<quant::AtomKernels> ref = quant::CreateReferenceAtomKernels();
+  // The rotation covers the normal channels (k - outliers), blocked where that width has
+  // no Hadamard matrix (1536 - 64 = 1472 = 23 x 64).
+  for (const QuantSpec& spec : {Spec(576, 0, 64, 4, 4), Spec(576, 64, 64, 4, 4),
+                                Spec(1536, 64, 64, 4, 4), Spec(1536, 0, 128, 4, 8),
+                                Spec(512, 0, 64, 8, 8)}) {
+    for (bool with_signs : {false, true}) {
+      const int m = spec.k_normal();
+      const HadamardTransform t = *HadamardTransform::CreateFullOrBlocked(
+          m, with_signs ? HadamardTransform::RandomSigns(m, 3) : std::vector<float>());
+      absl::StatusOr<CudaHadamard> dt = CudaHadamard::Upload(t);
+      ASSERT_TRUE(dt.ok()) << dt.status();
+      for (int n : {1, 7, 33}) {
+        SCOPED_TRACE(Name(spec) + " n=" + std::to_string(n) + (with_signs ? " signs" : ""));
+        const std::vector<float> x =
+            quant::testing::RandomValues(size_t(n) * spec.k, n + spec.k, 2.0f, spec.k, 23);
+        const std::vector<float> up = quant::testing::RandomValues(x.size(), 5, 1.0f);
+        const std::vector<int32_t> perm = quant::testing::RandomPerm(spec.k, 7);
+        auto dx = DeviceBuffer<float>::FromHost(x);
+        auto dup = DeviceBuffer<float>::FromHost(up);
+        auto dperm = DeviceBuffer<int32_t>::FromHost(perm);
+        auto drot = DeviceBuffer<float>::Allocate(x.size());
+        auto acts = CudaAtomActivations::Create(spec, n);
+        ASSERT_TRUE(dx.ok() && dup.ok() && dperm.ok() && drot.ok() && acts.ok());
+
+        AtomActivations want;
+        std::vector<float> want_rot(x.size());
+        ref->HadamardQuantize(x.data(), n, t, perm.data(), spec, &want, want_rot.data());
+        ASSERT_TRUE(
+            AtomHadamardQuantize(dx->get(), n, *dt, dperm->get(), &*acts, drot->get()).ok());
+        absl::StatusOr<AtomActivations> got = acts->ToHost();
+        ASSERT_TRUE(got.ok()) << got.status();
+        const size_t kp = spec.k_normal_padded(), ng = spec.n_groups(), no = spec.n_outliers;
+        EXPECT_EQ(Head(got->q, n * kp), Head(want.q, n * kp));
+        EXPECT_EQ(Head(got->scales, n * ng), Head(want.scales, n * ng));
+        EXPECT_EQ(Head(got->q_outlier, n * no), Head(want.q_outlier, n * no));
+        EXPECT_EQ(*drot->ToHost(), want_rot);
+
+        ref->SiluMulHadamardQuantize(x.data(), up.data(), n, t, perm.data(), spec, &want,
+                                     want_rot.data());
+        ASSERT_TRUE(AtomSiluMulHadamardQuantize(dx->get(), dup->get(), n, *dt, dperm->get(),
+                                                &*acts, drot->get())
+                        .ok());
+        got = acts->ToHost();
+        ASSERT_TRUE(got.ok()) << got.status();
+        ExpectWithinOneStep(*got, want, n);
+        const std::vector<float> rot = *drot->ToHost();
+        for (size_t i = 0; i < rot.size(); ++i) {
+          ASSERT_NEAR(rot[i], want_rot[i], 1e-5f * (1.0f + std::fabs(want_rot[i]))) << i;
+        }
+      }
+    }
+  }
+  // A rotation of the wrong width is refused.
+  auto acts = CudaAtomActivations::Create(Spec(576, 0, 64, 4, 4), 1);
+  auto dt = CudaHadamard::Upload(*HadamardTransform::Create(1024));
+  ASSERT_TRUE(acts.ok() && dt.ok());
+  float dummy = 0.0f;
+  EXPECT_EQ(AtomHadamardQuantize(&dummy, 1, *dt, nullptr, &*acts, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CudaAtomTest, HadamardUploadMatchesDevicePresence) {
+  const absl::StatusOr<CudaHadamard> t = CudaHadamard::Upload(*HadamardTransform::Create(576));
+  if (gpu_testing::GpuPresent()) {
+    EXPECT_TRUE(t.ok()) << t.status();
+  } else {
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kUnavailable) << t.status();
+  }
+}
+
 TEST(CudaAtomTest, MismatchedSpecsAndBadRowsAreErrors) {
   LOOM_SKIP_WITHOUT_GPU();
   const QuantSpec a = Specs()[0], b = Specs()[4];

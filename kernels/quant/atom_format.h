@@ -146,18 +146,20 @@ class AtomKernels {
   virtual void SiluMulQuantize(const float* gate, const float* up, int n,
                                const QuantSpec& spec, AtomActivations* out, float* h) = 0;
 
-  // Online rotation (QuaRot), fused with reorder + quantize: r = T x per row of x [n, k]
-  // (the canonical sequence of kernels/rotation/hadamard_transform.h, bitwise), then as
-  // Quantize(r, perm). `rotated` (nullable) receives permute(r) [n, k] unquantized (the
-  // LoRA path's input). REQUIRES t.n() == spec.k.
+  // Reorder + online rotation (QuaRot) + quantize, fused: r = permute(x) per row of
+  // x [n, k], then the first t.n() channels of r <- T r[0, t.n()) (the canonical sequence
+  // of kernels/rotation/hadamard_transform.h, bitwise; the channels after them, Atom's
+  // INT8 outliers when t.n() == spec.k_normal(), stay as they are), then quantized as
+  // Quantize's. `rotated` (nullable) receives r [n, k] unquantized (the LoRA path's
+  // input). REQUIRES t.n() <= spec.k.
   virtual void HadamardQuantize(const float* x, int n, const HadamardTransform& t,
                                 const int32_t* perm, const QuantSpec& spec,
                                 AtomActivations* out, float* rotated) = 0;
 
-  // Fused SiLU*mul + rotation + reorder + quantize: h = silu(gate) * up (as
+  // Fused SiLU*mul + reorder + rotation + quantize: h = silu(gate) * up (as
   // SiluMulQuantize computes it, bitwise) for rows [n, spec.k] in the projection's
-  // ORIGINAL order (a rotated model's gate/up rows are not permuted), r = T h, then as
-  // Quantize(r, perm). `rotated` (nullable) receives permute(r). REQUIRES t.n() == spec.k.
+  // ORIGINAL order (a rotated model's gate/up rows are not permuted), then as
+  // HadamardQuantize(h). REQUIRES t.n() <= spec.k.
   virtual void SiluMulHadamardQuantize(const float* gate, const float* up, int n,
                                        const HadamardTransform& t, const int32_t* perm,
                                        const QuantSpec& spec, AtomActivations* out,

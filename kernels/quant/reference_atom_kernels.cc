@@ -108,9 +108,15 @@ class ReferenceAtomKernels final : public AtomKernels {
 
   void HadamardQuantize(const float* x, int n, const HadamardTransform& t, const int32_t* perm,
                         const QuantSpec& spec, AtomActivations* out, float* rotated) override {
-    std::vector<float> r(x, x + static_cast<size_t>(n) * spec.k);
-    t.Apply(r.data(), n);
-    Quantize(r.data(), n, perm, spec, out, rotated);
+    out->Resize(spec, n);
+    std::vector<float> r(spec.k);
+    for (int row = 0; row < n; ++row) {
+      const float* src = x + static_cast<size_t>(row) * spec.k;
+      for (int j = 0; j < spec.k; ++j) r[j] = perm != nullptr ? src[perm[j]] : src[j];
+      t.Apply(r.data(), 1);  // the first t.n() channels
+      if (rotated != nullptr) std::copy(r.begin(), r.end(), rotated + static_cast<size_t>(row) * spec.k);
+      QuantizeRow(r.data(), row, out);
+    }
   }
 
   void SiluMulHadamardQuantize(const float* gate, const float* up, int n,
@@ -119,8 +125,7 @@ class ReferenceAtomKernels final : public AtomKernels {
                                float* rotated) override {
     std::vector<float> hv(static_cast<size_t>(n) * spec.k);
     for (size_t i = 0; i < hv.size(); ++i) hv[i] = ReferenceSiluMul(gate[i], up[i]);
-    t.Apply(hv.data(), n);
-    Quantize(hv.data(), n, perm, spec, out, rotated);
+    HadamardQuantize(hv.data(), n, t, perm, spec, out, rotated);
   }
 
   void HadamardRows(const HadamardTransform& t, float* x, int n, bool transpose) override {

@@ -26,9 +26,15 @@ void Fnv(uint64_t* h, const void* data, size_t n) {
 
 }  // namespace
 
-absl::StatusOr<HadamardTransform> HadamardTransform::Create(int n, std::vector<float> signs) {
+absl::StatusOr<HadamardTransform> HadamardTransform::Create(int n, std::vector<float> signs,
+                                                            int block) {
   if (n < 1) return absl::InvalidArgumentError(absl::StrCat("Hadamard transform of length ", n));
-  absl::StatusOr<int> k = HadamardBaseOrder(n);
+  if (block < 0 || (block > 0 && n % block != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Hadamard transform of length ", n, " in blocks of ", block));
+  }
+  const int bn = block > 0 ? block : n;
+  absl::StatusOr<int> k = HadamardBaseOrder(bn);
   if (!k.ok()) return k.status();
   absl::StatusOr<std::vector<int8_t>> hk = HadamardMatrix(*k);
   if (!hk.ok()) return hk.status();
@@ -47,11 +53,23 @@ absl::StatusOr<HadamardTransform> HadamardTransform::Create(int n, std::vector<f
   HadamardTransform t;
   t.n_ = n;
   t.k_ = *k;
-  t.p_ = n / *k;
-  t.scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(n)));
+  t.p_ = bn / *k;
+  t.b_ = n / bn;
+  t.scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(bn)));
   t.hk_ = *std::move(hk);
   t.signs_ = std::move(signs);
   return t;
+}
+
+absl::StatusOr<HadamardTransform> HadamardTransform::CreateFullOrBlocked(int n,
+                                                                         std::vector<float> signs) {
+  if (n >= 1 && HadamardBaseOrder(n).ok()) return Create(n, std::move(signs));
+  for (int block = 1 << 14; block >= 16; block >>= 1) {
+    if (block < n && n % block == 0) return Create(n, std::move(signs), block);
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      "no Hadamard transform of width ", n, ": neither a Hadamard matrix of that order nor "
+      "a power-of-two block >= 16 dividing it"));
 }
 
 std::vector<float> HadamardTransform::RandomSigns(int n, uint64_t seed) {
@@ -64,54 +82,60 @@ std::vector<float> HadamardTransform::RandomSigns(int n, uint64_t seed) {
   return s;
 }
 
-void HadamardTransform::Apply(float* x, int64_t rows, bool transpose) const {
-  const int n = n_, k = k_, p = p_;
-  std::vector<float> z(k > 1 ? n : 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* v = x + r * n;
-    if (!transpose && !signs_.empty()) {
-      for (int i = 0; i < n; ++i) v[i] *= signs_[i];
+void HadamardTransform::ApplyBlock(float* v, bool transpose, float* z) const {
+  const int k = k_, p = p_, kp = k_ * p_;
+  for (int a = 0; a < k; ++a) {
+    float* run = v + a * p;
+    for (int h = 1; h < p; h <<= 1) {
+      for (int j = 0; j < p; ++j) {
+        if (j & h) continue;
+        const float u = run[j], w = run[j + h];
+        run[j] = u + w;
+        run[j + h] = u - w;
+      }
     }
+  }
+  if (k > 1) {
     for (int a = 0; a < k; ++a) {
-      float* blk = v + a * p;
-      for (int h = 1; h < p; h <<= 1) {
-        for (int j = 0; j < p; ++j) {
-          if (j & h) continue;
-          const float u = blk[j], w = blk[j + h];
-          blk[j] = u + w;
-          blk[j + h] = u - w;
+      for (int b = 0; b < p; ++b) {
+        auto coef = [&](int a2) {
+          return transpose ? hk_[static_cast<size_t>(a2) * k + a] : hk_[static_cast<size_t>(a) * k + a2];
+        };
+        float acc = coef(0) > 0 ? v[b] : -v[b];
+        for (int a2 = 1; a2 < k; ++a2) {
+          acc = coef(a2) > 0 ? acc + v[a2 * p + b] : acc - v[a2 * p + b];
         }
+        z[a * p + b] = acc;
       }
     }
-    if (k > 1) {
-      for (int a = 0; a < k; ++a) {
-        for (int b = 0; b < p; ++b) {
-          auto coef = [&](int a2) {
-            return transpose ? hk_[static_cast<size_t>(a2) * k + a] : hk_[static_cast<size_t>(a) * k + a2];
-          };
-          float acc = coef(0) > 0 ? v[b] : -v[b];
-          for (int a2 = 1; a2 < k; ++a2) {
-            acc = coef(a2) > 0 ? acc + v[a2 * p + b] : acc - v[a2 * p + b];
-          }
-          z[a * p + b] = acc;
-        }
-      }
-      std::memcpy(v, z.data(), sizeof(float) * n);
+    std::memcpy(v, z, sizeof(float) * kp);
+  }
+  for (int i = 0; i < kp; ++i) v[i] *= scale_;
+}
+
+void HadamardTransform::Apply(float* x, int64_t rows, bool transpose) const {
+  const int n = n_, kp = k_ * p_;
+  std::vector<float> z(k_ > 1 ? kp : 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * n;
+    if (!transpose && !signs_.empty()) {
+      for (int i = 0; i < n; ++i) row[i] *= signs_[i];
     }
-    for (int i = 0; i < n; ++i) v[i] *= scale_;
+    for (int c = 0; c < b_; ++c) ApplyBlock(row + c * kp, transpose, z.data());
     if (transpose && !signs_.empty()) {
-      for (int i = 0; i < n; ++i) v[i] *= signs_[i];
+      for (int i = 0; i < n; ++i) row[i] *= signs_[i];
     }
   }
 }
 
 std::vector<double> HadamardTransform::Dense(bool transpose) const {
-  const int n = n_, k = k_, p = p_;
+  const int n = n_, k = k_, p = p_, kp = k_ * p_;
   std::vector<double> t(static_cast<size_t>(n) * n);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(n));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(kp));
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < n; ++j) {
-      const int a = i / p, b = i % p, a2 = j / p, b2 = j % p;
+      if (i / kp != j / kp) continue;  // off the diagonal blocks
+      const int a = (i % kp) / p, b = i % p, a2 = (j % kp) / p, b2 = j % p;
       const int hp = __builtin_popcount(b & b2) & 1 ? -1 : 1;
       const double m = hk_[static_cast<size_t>(a) * k + a2] * hp * scale;
       // T[i][j] = m · s[j]; Tᵀ[j][i] = the same value.
@@ -128,7 +152,7 @@ std::vector<double> HadamardTransform::Dense(bool transpose) const {
 
 uint64_t HadamardTransform::Fingerprint() const {
   uint64_t h = 0xCBF29CE484222325ull;
-  const int32_t dims[3] = {n_, k_, p_};
+  const int32_t dims[4] = {n_, k_, p_, b_};
   Fnv(&h, dims, sizeof(dims));
   Fnv(&h, hk_.data(), hk_.size());
   Fnv(&h, signs_.data(), signs_.size() * sizeof(float));

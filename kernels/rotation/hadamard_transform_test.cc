@@ -100,6 +100,48 @@ TEST(HadamardTransformTest, ApplyEqualsMatrixProduct) {
   }
 }
 
+// Block-diagonal transforms (widths without a Hadamard matrix) against the explicit matrix.
+TEST(HadamardTransformTest, BlockedTransformsEqualTheirMatrix) {
+  struct Case { int n, block; };
+  for (Case c : {Case{1472, 64}, Case{24, 8}, Case{24, 4}, Case{36 * 3, 36}}) {
+    SCOPED_TRACE(::testing::Message() << c.n << " in blocks of " << c.block);
+    absl::StatusOr<HadamardTransform> t =
+        HadamardTransform::Create(c.n, HadamardTransform::RandomSigns(c.n, 2), c.block);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->blocks(), c.n / c.block);
+    for (bool transpose : {false, true}) {
+      std::vector<float> x = RandomRows(2, c.n, 4), y = x;
+      t->Apply(y.data(), 2, transpose);
+      const std::vector<double> m = t->Dense(transpose);
+      for (int r = 0; r < 2; ++r) {
+        for (int i = 0; i < c.n; ++i) {
+          double want = 0;
+          for (int j = 0; j < c.n; ++j) want += m[static_cast<size_t>(i) * c.n + j] * x[r * c.n + j];
+          ASSERT_NEAR(y[r * c.n + i], want, 1e-4) << i;
+        }
+      }
+    }
+    // Still orthogonal.
+    const std::vector<double> m = t->Dense();
+    for (int i = 0; i < c.n; i += 7) {
+      double dot = 0;
+      for (int j = 0; j < c.n; ++j) dot += m[static_cast<size_t>(i) * c.n + j] * m[static_cast<size_t>(i) * c.n + j];
+      ASSERT_NEAR(dot, 1.0, 1e-12);
+    }
+  }
+  EXPECT_EQ(HadamardTransform::Create(100, {}, 64).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(HadamardTransform::Create(90, {}, 45).status().code(), absl::StatusCode::kUnimplemented);
+  // Full when the width has a matrix, else the largest power-of-two block.
+  EXPECT_EQ(HadamardTransform::CreateFullOrBlocked(576)->blocks(), 1);
+  EXPECT_EQ(HadamardTransform::CreateFullOrBlocked(1472)->blocks(), 23);
+  EXPECT_EQ(HadamardTransform::CreateFullOrBlocked(1472)->base() *
+                HadamardTransform::CreateFullOrBlocked(1472)->block(), 64);
+  EXPECT_EQ(HadamardTransform::CreateFullOrBlocked(9 * 7).status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_NE(HadamardTransform::Create(1472, {}, 64)->Fingerprint(),
+            HadamardTransform::Create(1472, {}, 32)->Fingerprint());
+}
+
 TEST(HadamardTransformTest, TransposeUndoesForwardAndSpreadsAnOutlier) {
   const int n = 1536;
   absl::StatusOr<HadamardTransform> t = HadamardTransform::Create(n, HadamardTransform::RandomSigns(n, 3));

@@ -31,9 +31,9 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateRotated(
     kernels::Backend* backend, kernels::LoraOps* lora) {
   if (rotation == nullptr) return absl::InvalidArgumentError("LlamaModel: null rotation");
   if (source == nullptr) return absl::InvalidArgumentError("LlamaModel: source is required");
-  if (rotation->residual().n() != source->config().hidden) {
+  if (rotation->hidden() != source->config().hidden) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "LlamaModel: the rotation is for hidden %d, the model has %d", rotation->residual().n(),
+        "LlamaModel: the rotation is for hidden %d, the model has %d", rotation->hidden(),
         source->config().hidden));
   }
   absl::StatusOr<std::unique_ptr<LlamaModel>> m = Create(std::move(source), backend, lora);
@@ -88,15 +88,11 @@ void LlamaModel::Embed(const BatchPlan& plan, float* x) const {
 
 void LlamaModel::RotateResidual(float* x, int n, bool transpose, ForwardWorkspace* ws) const {
   StepTimer timer(ws->profile, StepOp::kRotate);
-  if (atom_ != nullptr) {
-    atom_->HadamardRows(rotation_->residual(), x, n, transpose);
+  if (atom_ != nullptr && rotation_->orders().residual.empty()) {
+    atom_->HadamardRows(rotation_->residual(), x, n, transpose);  // R = T: the fast kernel
   } else {
-    rotation_->residual().Apply(x, n, transpose);
+    rotation_->RotateResidual(x, n, transpose);
   }
-}
-
-void LlamaModel::OnlineHadamard(const kernels::HadamardTransform& t, float* x, int n) const {
-  t.Apply(x, n);
 }
 
 const float* LlamaModel::NormScale(const std::vector<float>& stored) const {
@@ -190,7 +186,7 @@ void LlamaModel::Attention(int layer, const BatchPlan& plan, PagedKvCache* kv,
   RopeAndAttend(layer, plan, kv, ws);
   if (rotation_ && rotation_->attn_out()) {
     StepTimer timer(ws->profile, StepOp::kOQuant);
-    OnlineHadamard(*rotation_->attn_out(), ws->attn.data(), n);
+    rotation_->RotateAttnOut(layer, ws->attn.data(), n);
   }
   if (ws->tap) ws->tap->Observe(layer, TapPoint::kAttnOut, ws->attn.data(), n, qd);
   {
@@ -232,7 +228,7 @@ void LlamaModel::FeedForward(int layer, const BatchPlan& plan, ForwardWorkspace*
     StepTimer timer(ws->profile, StepOp::kSiluMul);
     const size_t ff = static_cast<size_t>(n) * c.intermediate;
     be.SiluMul(ws->gate.data(), ws->up.data(), ff, ws->gate.data());
-    if (rotation_ && rotation_->silu_mul()) OnlineHadamard(*rotation_->silu_mul(), ws->gate.data(), n);
+    if (rotation_ && rotation_->silu_mul()) rotation_->RotateSiluMul(layer, ws->gate.data(), n);
     if (ws->tap) ws->tap->Observe(layer, TapPoint::kSiluMul, ws->gate.data(), n, c.intermediate);
     be.PackActivations(L.down.dtype, ws->gate.data(), n, c.intermediate, &ws->pack);
   }

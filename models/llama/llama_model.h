@@ -143,8 +143,6 @@ class LlamaModel {
   void Embed(const BatchPlan& plan, float* x) const;
   // x [n, hidden] <- R x (transpose: Rᵀ x) in a rotated model.
   void RotateResidual(float* x, int n, bool transpose, ForwardWorkspace* ws) const;
-  // x [n, t.n()] <- t x (the unquantized path's online Hadamard).
-  void OnlineHadamard(const kernels::HadamardTransform& t, float* x, int n) const;
   // The layer norm's scale: stored, or ones in a rotated model.
   const float* NormScale(const std::vector<float>& stored) const;
   // Rope of ws->q/k, K/V append and paged attention into ws->attn (both modes).

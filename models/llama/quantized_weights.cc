@@ -1,5 +1,6 @@
 #include "models/llama/quantized_weights.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -51,6 +52,51 @@ absl::Status CheckPerm(const int32_t* perm, int k, const char* name, int layer) 
   return absl::OkStatus();
 }
 
+// The rotation's channel orders are the layers' Atom permutations: its outliers are the
+// quantized linears' INT8 channels (model_rotation.h), and its widths the model's.
+absl::Status CheckRotation(const ModelRotation& r, const QuantizedWeights& w, const LlamaConfig& c) {
+  const RotationSpec& s = r.spec();
+  const int qd = c.n_heads * c.head_dim;
+  if (r.hidden() != c.hidden || (r.attn_out() && r.attn_out()->n() + s.attn_out_outliers != qd) ||
+      (r.silu_mul() && r.silu_mul()->n() + s.silu_mul_outliers != c.intermediate)) {
+    return absl::InvalidArgumentError(
+        "quantized weights: the rotation's widths do not fit the model");
+  }
+  auto same = [](const int32_t* perm, const std::vector<int32_t>& order) {
+    return perm != nullptr && !order.empty() && std::equal(order.begin(), order.end(), perm);
+  };
+  auto identity = [](const int32_t* perm, int k) {
+    if (perm == nullptr) return true;
+    for (int j = 0; j < k; ++j) if (perm[j] != j) return false;
+    return true;
+  };
+  for (int l = 0; l < c.n_layers; ++l) {
+    const QuantizedLayerWeights& L = w.layers[l];
+    const bool ok_res = s.residual_outliers == 0
+                            ? L.q.spec.n_outliers == 0 && L.gate.spec.n_outliers == 0
+                            : same(L.attn_norm_perm, r.orders().residual) &&
+                                  same(L.ffn_norm_perm, r.orders().residual) &&
+                                  L.q.spec.n_outliers == s.residual_outliers &&
+                                  L.gate.spec.n_outliers == s.residual_outliers;
+    const bool ok_ao = r.attn_out() == nullptr ||
+                       (s.attn_out_outliers == 0
+                            ? identity(L.attn_out_perm, qd) && L.o.spec.n_outliers == 0
+                            : same(L.attn_out_perm, r.orders().attn_out[l]) &&
+                                  L.o.spec.n_outliers == s.attn_out_outliers);
+    const bool ok_sm = r.silu_mul() == nullptr ||
+                       (s.silu_mul_outliers == 0
+                            ? identity(L.silu_mul_perm, c.intermediate) && L.down.spec.n_outliers == 0
+                            : same(L.silu_mul_perm, r.orders().silu_mul[l]) &&
+                                  L.down.spec.n_outliers == s.silu_mul_outliers);
+    if (!ok_res || !ok_ao || !ok_sm) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "quantized layer %d: the INT8 outlier channels and orders do not match the rotation's "
+          "(%s)", l, !ok_res ? "residual" : !ok_ao ? "attn_out" : "silu_mul"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status QuantizedWeights::Validate(const LlamaConfig& c) const {
@@ -64,14 +110,7 @@ absl::Status QuantizedWeights::Validate(const LlamaConfig& c) const {
   const int h = c.hidden, qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim,
             ff = c.intermediate;
   if (rotation != nullptr) {
-    const ModelRotation& r = *rotation;
-    if (r.residual().n() != h || (r.attn_out() && r.attn_out()->n() != qd) ||
-        (r.silu_mul() && r.silu_mul()->n() != ff)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "quantized weights: the rotation's widths (residual %d, attn_out %d, silu_mul %d) do "
-          "not fit the model (%d, %d, %d)", r.residual().n(), r.attn_out() ? r.attn_out()->n() : 0,
-          r.silu_mul() ? r.silu_mul()->n() : 0, h, qd, ff));
-    }
+    if (absl::Status s = CheckRotation(*rotation, *this, c); !s.ok()) return s;
   }
   for (int l = 0; l < c.n_layers; ++l) {
     const QuantizedLayerWeights& L = layers[l];

@@ -22,7 +22,7 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> RotateLoraAdapter(const LoraAdapter
     return absl::FailedPreconditionError(absl::StrFormat(
         "adapter %s: the rotated model's norm scales are unknown (no folded norms)", adapter.id()));
   }
-  const int hidden = rot.residual().n();
+  const int hidden = rot.hidden();
   const std::vector<LoraProjectionInfo>& infos = adapter.projections();
   absl::StatusOr<std::unique_ptr<LoraAdapter>> out = LoraAdapter::Create(
       adapter.id(), adapter.source(), adapter.format(), adapter.n_layers(), infos);
@@ -32,17 +32,19 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> RotateLoraAdapter(const LoraAdapter
     const LoraProjectionInfo& p = infos[i];
     const bool normed = ReadsNormedResidual(p.target);
     const bool writes_residual = p.target == LoraTarget::kO || p.target == LoraTarget::kDown;
-    const kernels::HadamardTransform* in = normed ? &rot.residual()
-                                           : p.target == LoraTarget::kO ? rot.attn_out()
-                                                                        : rot.silu_mul();
-    if ((normed && p.h_in != hidden) || (in != nullptr && in->n() != p.h_in) ||
+    const kernels::HadamardTransform* online =
+        normed ? nullptr : p.target == LoraTarget::kO ? rot.attn_out() : rot.silu_mul();
+    const int online_width =
+        online == nullptr ? 0
+        : online->n() + (p.target == LoraTarget::kO ? rot.spec().attn_out_outliers
+                                                    : rot.spec().silu_mul_outliers);
+    if ((normed && p.h_in != hidden) || (online != nullptr && online_width != p.h_in) ||
         (writes_residual && p.h_out != hidden)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "adapter %s: layer %d %s is %d -> %d, which the rotation (hidden %d) does not fit",
           adapter.id(), p.layer, PeftModuleName(p.target), p.h_in, p.h_out, hidden));
     }
-    if (normed && (p.layer < 0 || p.layer >= static_cast<int>(adapter.n_layers()) ||
-                   p.layer >= rot.n_folded_layers())) {
+    if (p.layer < 0 || p.layer >= rot.n_folded_layers()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "adapter %s: layer %d has no folded norm in the rotation", adapter.id(), p.layer));
     }
@@ -60,7 +62,13 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> RotateLoraAdapter(const LoraAdapter
         for (int j = 0; j < p.h_in; ++j) buf[static_cast<size_t>(r) * p.h_in + j] *= g[j];
       }
     }
-    if (in != nullptr) in->Apply(buf.data(), p.rank);
+    if (normed) {
+      rot.RotateResidual(buf.data(), p.rank, /*transpose=*/false);
+    } else if (p.target == LoraTarget::kO && online != nullptr) {
+      rot.RotateAttnOut(p.layer, buf.data(), p.rank);
+    } else if (online != nullptr) {
+      rot.RotateSiluMul(p.layer, buf.data(), p.rank);
+    }
     for (size_t j = 0; j < na; ++j) a2[j] = Fp32ToBf16(buf[j]);
     // B' = R B for o and down: every column (length hidden) -> R column.
     const uint16_t* b = adapter.b(i);
@@ -76,7 +84,7 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> RotateLoraAdapter(const LoraAdapter
         buf[static_cast<size_t>(r) * p.h_out + j] = Bf16ToFp32(b[static_cast<size_t>(j) * p.rank + r]);
       }
     }
-    rot.residual().Apply(buf.data(), p.rank);
+    rot.RotateResidual(buf.data(), p.rank, /*transpose=*/false);
     for (int r = 0; r < p.rank; ++r) {
       for (int j = 0; j < p.h_out; ++j) {
         b2[static_cast<size_t>(j) * p.rank + r] = Fp32ToBf16(buf[static_cast<size_t>(r) * p.h_out + j]);

@@ -62,6 +62,33 @@ absl::StatusOr<std::vector<double>> OwqLayerScores(const ModelSource& f32, int l
   return OwqScores(energy, ws, meta.group_size, meta.weight_bits);
 }
 
+bool RotationKeepsOutliers(const RotationSpec& s, int a) {
+  switch (static_cast<QuantActivation>(a)) {
+    case QuantActivation::kAttnNorm:
+    case QuantActivation::kFfnNorm: return s.residual_outliers > 0;
+    case QuantActivation::kAttnOut: return s.attn_out_outliers > 0;
+    case QuantActivation::kSiluMul: return s.silu_mul_outliers > 0;
+  }
+  return false;
+}
+
+// The rotation's order for activation a of `layer`, or nullptr.
+const std::vector<int32_t>* FixedOrder(const QuantizedCheckpointMeta& meta,
+                                       const RotationOrders* orders, int layer, int a) {
+  if (!meta.rotation || orders == nullptr || !RotationKeepsOutliers(meta.rotation->spec, a)) {
+    return nullptr;
+  }
+  switch (static_cast<QuantActivation>(a)) {
+    case QuantActivation::kAttnNorm:
+    case QuantActivation::kFfnNorm: return orders->residual.empty() ? nullptr : &orders->residual;
+    case QuantActivation::kAttnOut:
+      return layer < static_cast<int>(orders->attn_out.size()) ? &orders->attn_out[layer] : nullptr;
+    case QuantActivation::kSiluMul:
+      return layer < static_cast<int>(orders->silu_mul.size()) ? &orders->silu_mul[layer] : nullptr;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 QuantizedCheckpointMeta MetaFor(const QuantOptions& o, const OutlierCounts& outliers,
@@ -88,7 +115,8 @@ absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
                                              const CalibrationStats& stats,
                                              const QuantizedCheckpointMeta& meta,
                                              const QuantOptions& o,
-                                             OutputErrorStats* error) {
+                                             OutputErrorStats* error,
+                                             const RotationOrders* orders) {
   if (layer < 0 || layer >= static_cast<int>(stats.layers.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("quantize: no calibration statistics for layer ", layer));
@@ -108,7 +136,17 @@ absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
       if (!s.ok()) return s.status();
       score = *std::move(s);
     }
-    absl::StatusOr<std::vector<int32_t>> perm = OutlierPermutation(score, meta.outliers[a]);
+    absl::StatusOr<std::vector<int32_t>> perm = absl::InvalidArgumentError("no order");
+    const std::vector<int32_t>* fixed = FixedOrder(meta, orders, layer, a);
+    if (fixed != nullptr) {
+      perm = *fixed;
+    } else if (meta.rotation && RotationKeepsOutliers(meta.rotation->spec, a)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer ", layer, " ", QuantActivationName(static_cast<QuantActivation>(a)),
+          ": the rotation keeps outliers out but no channel order was given"));
+    } else {
+      perm = OutlierPermutation(score, meta.outliers[a]);
+    }
     if (!perm.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "layer ", layer, " ", QuantActivationName(static_cast<QuantActivation>(a)), ": ",
@@ -194,7 +232,7 @@ absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
 absl::StatusOr<std::vector<QuantizedLayer>> QuantizeModel(
     const ModelSource& f32, const CalibrationStats& stats, const QuantizedCheckpointMeta& meta,
     const QuantOptions& o, const std::function<void(int, int)>& progress,
-    OutputErrorStats* error) {
+    OutputErrorStats* error, const RotationOrders* orders) {
   const int n = f32.config().n_layers;
   if (static_cast<int>(stats.layers.size()) != n) {
     return absl::InvalidArgumentError(absl::StrCat("quantize: statistics for ", stats.layers.size(),
@@ -203,7 +241,7 @@ absl::StatusOr<std::vector<QuantizedLayer>> QuantizeModel(
   std::vector<QuantizedLayer> layers;
   layers.reserve(n);
   for (int i = 0; i < n; ++i) {
-    absl::StatusOr<QuantizedLayer> l = QuantizeLayer(f32, i, stats, meta, o, error);
+    absl::StatusOr<QuantizedLayer> l = QuantizeLayer(f32, i, stats, meta, o, error, orders);
     if (!l.ok()) return l.status();
     layers.push_back(*std::move(l));
     if (progress) progress(i + 1, n);

@@ -37,18 +37,23 @@ struct OutputErrorStats {
 // One layer of `f32` (every blk.{layer}.* projection F32, [rows, k]). InvalidArgument
 // naming the tensor for a missing or non-F32 tensor or a shape that disagrees with the
 // statistics; FailedPrecondition when GPTQ is asked for without Hessians.
+// With meta.rotation, `orders` (REQUIRED where a rotation outlier count is > 0) fixes the
+// permutation of each activation the rotation keeps outliers of (model_rotation.h: the
+// residual's for attn_norm and ffn_norm, attn_out's and silu_mul's per layer) instead of
+// choosing it from `stats`.
 absl::StatusOr<QuantizedLayer> QuantizeLayer(const ModelSource& f32, int layer,
                                              const CalibrationStats& stats,
                                              const QuantizedCheckpointMeta& meta,
                                              const QuantOptions& o,
-                                             OutputErrorStats* error = nullptr);
+                                             OutputErrorStats* error = nullptr,
+                                             const RotationOrders* orders = nullptr);
 
 // All layers; progress (nullable) after each with (done, total). error (nullable, and
 // only filled when the statistics hold Hessians): accumulated over the layers.
 absl::StatusOr<std::vector<QuantizedLayer>> QuantizeModel(
     const ModelSource& f32, const CalibrationStats& stats, const QuantizedCheckpointMeta& meta,
     const QuantOptions& o, const std::function<void(int, int)>& progress,
-    OutputErrorStats* error = nullptr);
+    OutputErrorStats* error = nullptr, const RotationOrders* orders = nullptr);
 
 }  // namespace loom::quant
 

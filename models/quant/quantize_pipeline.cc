@@ -14,6 +14,7 @@
 #include "models/quant/calibration_cache.h"
 #include "models/quant/calibration_runner.h"
 #include "models/quant/model_quantizer.h"
+#include "models/quant/rotation_orders.h"
 #include "models/quant/sha256.h"
 #include "models/rotation/rotate_weights.h"
 #include "models/tokenizer/tokenizer.h"
@@ -29,15 +30,16 @@ double Since(std::chrono::steady_clock::time_point t0) {
 
 // Cached statistics for the request, or NotFound. Without GPTQ a cache that also holds
 // Hessians serves as well.
-// `suffix`: what else the statistics depend on ("" or ";rotation=<fingerprint>").
+// Cached statistics, or NotFound. `suffix`: what else they depend on ("" or
+// ";rotation=<fingerprint>"). Without `hessian` a cache that also holds Hessians serves.
 absl::StatusOr<CalibrationStats> FromCache(const QuantizeRequest& r, const std::string& model_sha,
                                            const std::string& text_sha, const std::string& suffix,
-                                           std::string* path_out, std::string* key_out) {
-  const bool h = r.options.gptq;
-  *key_out = CalibrationCacheKey(model_sha, text_sha, r.sequences, r.seq_len, h) + suffix;
+                                           bool hessian, std::string* path_out,
+                                           std::string* key_out) {
+  *key_out = CalibrationCacheKey(model_sha, text_sha, r.sequences, r.seq_len, hessian) + suffix;
   *path_out = r.cache_dir + "/" + Sha256Hex(*key_out).substr(0, 24) + ".cal";
   absl::StatusOr<CalibrationStats> s = LoadCalibrationStats(*path_out, *key_out);
-  if (s.ok() || h) return s;
+  if (s.ok() || hessian) return s;
   const std::string hkey =
       CalibrationCacheKey(model_sha, text_sha, r.sequences, r.seq_len, true) + suffix;
   const std::string hpath = r.cache_dir + "/" + Sha256Hex(hkey).substr(0, 24) + ".cal";
@@ -102,6 +104,94 @@ CalibrationRef DescribeTexts(const QuantizeRequest& r, const std::vector<LoadedT
   return ref;
 }
 
+// What the statistics of one calibration depend on, and where they are reported.
+struct Calibrator {
+  const QuantizeRequest& r;
+  const std::vector<LoadedText>& texts;
+  std::string model_sha, text_sha;
+  kernels::Backend* backend;
+  const std::function<void(const std::string&)>& say;
+
+  absl::StatusOr<std::vector<std::vector<int32_t>>> Sequences(const Vocabulary& vocab) const {
+    absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::Create(vocab);
+    if (!tok.ok()) return tok.status();
+    std::vector<std::vector<int32_t>> seqs;
+    for (const LoadedText& t : texts) {
+      absl::StatusOr<std::vector<std::vector<int32_t>>> s =
+          CalibrationSequences(**tok, t.text, t.sequences, r.seq_len);
+      if (!s.ok()) {
+        return absl::Status(s.status().code(), t.in.path + ": " + std::string(s.status().message()));
+      }
+      say(absl::StrFormat("calibration text %s: %d sequences (weight %g)", t.in.path, t.sequences,
+                          t.in.weight));
+      for (auto& q : *s) seqs.push_back(std::move(q));
+    }
+    return seqs;
+  }
+
+  // The statistics from the cache (*model left null), or by running the model make()
+  // builds (kept in *model) over the calibration sequences, then cached.
+  absl::StatusOr<CalibrationStats> Run(
+      const std::string& suffix, bool hessian,
+      const std::function<absl::StatusOr<std::unique_ptr<LlamaModel>>()>& make,
+      std::unique_ptr<LlamaModel>* model, QuantizeReport* report) const {
+    std::string path, key;
+    if (!r.cache_dir.empty()) {
+      absl::StatusOr<CalibrationStats> st = FromCache(r, model_sha, text_sha, suffix, hessian, &path, &key);
+      if (st.ok()) {
+        say("calibration statistics from " + path);
+        if (report) report->calibration_cached = true;
+        return st;
+      }
+      if (st.status().code() != absl::StatusCode::kNotFound) {
+        say("ignoring calibration cache: " + std::string(st.status().message()));
+      }
+    }
+    absl::StatusOr<std::unique_ptr<LlamaModel>> m = make();
+    if (!m.ok()) return m.status();
+    *model = *std::move(m);
+    absl::StatusOr<std::vector<std::vector<int32_t>>> seqs = Sequences((*model)->source().vocabulary());
+    if (!seqs.ok()) return seqs.status();
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::StatusOr<CalibrationStats> st =
+        RunCalibration(**model, *seqs, hessian, backend, [&](int done, int total) {
+          say(absl::StrFormat("calibration %d/%d sequences (%.1f s)", done, total, Since(t0)));
+        });
+    if (!st.ok()) return st.status();
+    if (report) report->calibration_seconds += Since(t0);
+    if (!r.cache_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(r.cache_dir, ec);
+      absl::Status s = SaveCalibrationStats(path, key, *st);
+      say(s.ok() ? "calibration statistics cached in " + path
+                 : "could not cache calibration statistics: " + std::string(s.message()));
+    }
+    return st;
+  }
+};
+
+// The rotation spec of a request: its outlier counts are the INT8 channels' (one set for
+// the residual: attn_norm and ffn_norm must agree).
+absl::StatusOr<RotationSpec> RotationFor(const QuantOptions& o, const OutlierCounts& counts) {
+  RotationSpec s = *o.rotation;
+  const int an = counts[static_cast<int>(QuantActivation::kAttnNorm)];
+  const int fn = counts[static_cast<int>(QuantActivation::kFfnNorm)];
+  if (an != fn) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a rotated model keeps one set of residual outlier channels: the attn_norm (", an,
+        ") and ffn_norm (", fn, ") outlier counts must be equal"));
+  }
+  s.residual_outliers = an;
+  s.attn_out_outliers = counts[static_cast<int>(QuantActivation::kAttnOut)];
+  s.silu_mul_outliers = counts[static_cast<int>(QuantActivation::kSiluMul)];
+  if ((s.attn_out_outliers > 0 && !s.online_attn_out) ||
+      (s.silu_mul_outliers > 0 && !s.online_silu_mul)) {
+    return absl::InvalidArgumentError(
+        "outlier channels of attn_out / silu_mul need its online rotation with --rotate");
+  }
+  return s;
+}
+
 }  // namespace
 
 absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
@@ -146,67 +236,49 @@ absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
 
   kernels::ThreadPool pool(o.threads);
   std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackendOnPool(&pool);
+  const Calibrator cal{r, *texts, model_digest->sha256, text_sha, backend.get(), say};
   absl::StatusOr<std::unique_ptr<ModelSource>> f32 = DequantizeToF32(**source);
   if (!f32.ok()) return f32.status();
-  source->reset();
   std::shared_ptr<const ModelRotation> rotation;
+  RotationOrders orders;
   std::string cache_suffix;
   if (o.rotation) {
-    absl::StatusOr<std::shared_ptr<const ModelRotation>> rot = RotateF32Model(*o.rotation, f32->get());
+    absl::StatusOr<RotationSpec> spec = RotationFor(o, *counts);
+    if (!spec.ok()) return spec.status();
+    if (spec->residual_outliers > 0 || spec->attn_out_outliers > 0 || spec->silu_mul_outliers > 0) {
+      // The channels kept out of the rotation, from the unrotated model's energies.
+      say("rotation keeps outlier channels out: energies of the unrotated model first");
+      std::unique_ptr<LlamaModel> unrotated;
+      absl::StatusOr<CalibrationStats> plain = cal.Run("", false, [&] {
+        absl::StatusOr<std::unique_ptr<ModelSource>> copy = DequantizeToF32(**source);
+        if (!copy.ok()) return absl::StatusOr<std::unique_ptr<LlamaModel>>(copy.status());
+        return LlamaModel::Create(*std::move(copy), backend.get());
+      }, &unrotated, &report);
+      if (!plain.ok()) return plain.status();
+      unrotated.reset();
+      absl::StatusOr<RotationOrders> o2 = RotationOrdersFromStats(*plain, *spec, **f32);
+      if (!o2.ok()) return o2.status();
+      orders = *std::move(o2);
+    }
+    absl::StatusOr<std::shared_ptr<const ModelRotation>> rot = RotateF32Model(*spec, f32->get(), orders);
     if (!rot.ok()) return rot.status();
     rotation = *std::move(rot);
-    report.meta.rotation->fingerprint = rotation->Fingerprint();
+    report.meta.rotation = RotationMeta{*spec, rotation->Fingerprint()};
     cache_suffix = ";rotation=" + rotation->Fingerprint();
     say(absl::StrFormat("rotation: randomized Hadamard, seed %d, online attn_out %d silu_mul %d, "
-                        "fingerprint %s", o.rotation->seed, o.rotation->online_attn_out,
-                        o.rotation->online_silu_mul, rotation->Fingerprint()));
+                        "outliers kept out %d/%d/%d, fingerprint %s", spec->seed,
+                        spec->online_attn_out, spec->online_silu_mul, spec->residual_outliers,
+                        spec->attn_out_outliers, spec->silu_mul_outliers, rotation->Fingerprint()));
   }
+  source->reset();
 
-  std::string cache_path, cache_key;
-  absl::StatusOr<CalibrationStats> stats = absl::NotFoundError("no cache");
-  if (!r.cache_dir.empty()) {
-    stats = FromCache(r, model_digest->sha256, text_sha, cache_suffix, &cache_path, &cache_key);
-    if (stats.ok()) {
-      report.calibration_cached = true;
-      say("calibration statistics from " + cache_path);
-    } else if (stats.status().code() != absl::StatusCode::kNotFound) {
-      say("ignoring calibration cache: " + std::string(stats.status().message()));
-    }
-  }
   std::unique_ptr<LlamaModel> model;
-  if (!report.calibration_cached) {
-    absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::Create((*f32)->vocabulary());
-    if (!tok.ok()) return tok.status();
-    std::vector<std::vector<int32_t>> seqs;
-    for (const LoadedText& t : *texts) {
-      absl::StatusOr<std::vector<std::vector<int32_t>>> s =
-          CalibrationSequences(**tok, t.text, t.sequences, r.seq_len);
-      if (!s.ok()) {
-        return absl::Status(s.status().code(), t.in.path + ": " + std::string(s.status().message()));
-      }
-      say(absl::StrFormat("calibration text %s: %d sequences (weight %g)", t.in.path, t.sequences,
-                          t.in.weight));
-      for (auto& q : *s) seqs.push_back(std::move(q));
-    }
-    absl::StatusOr<std::unique_ptr<LlamaModel>> m =
-        rotation ? LlamaModel::CreateRotated(*std::move(f32), rotation, backend.get())
-                 : LlamaModel::Create(*std::move(f32), backend.get());
-    if (!m.ok()) return m.status();
-    model = *std::move(m);
-    const auto t0 = std::chrono::steady_clock::now();
-    stats = RunCalibration(*model, seqs, o.gptq, backend.get(), [&](int done, int total) {
-      say(absl::StrFormat("calibration %d/%d sequences (%.1f s)", done, total, Since(t0)));
-    });
-    if (!stats.ok()) return stats.status();
-    report.calibration_seconds = Since(t0);
-    if (!r.cache_dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(r.cache_dir, ec);
-      absl::Status s = SaveCalibrationStats(cache_path, cache_key, *stats);
-      say(s.ok() ? "calibration statistics cached in " + cache_path
-                 : "could not cache calibration statistics: " + std::string(s.message()));
-    }
-  }
+  report.calibration_cached = false;
+  absl::StatusOr<CalibrationStats> stats = cal.Run(cache_suffix, o.gptq, [&] {
+    return rotation ? LlamaModel::CreateRotated(*std::move(f32), rotation, backend.get())
+                    : LlamaModel::Create(*std::move(f32), backend.get());
+  }, &model, &report);
+  if (!stats.ok()) return stats.status();
   report.calibration_tokens = stats->tokens;
   const ModelSource& weights = model ? model->source() : **f32;
 
@@ -214,7 +286,7 @@ absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
   absl::StatusOr<std::vector<QuantizedLayer>> layers =
       QuantizeModel(weights, *stats, report.meta, o, [&](int done, int total) {
         say(absl::StrFormat("quantized layer %d/%d (%.1f s)", done, total, Since(t1)));
-      }, &report.output_error);
+      }, &report.output_error, &orders);
   if (!layers.ok()) return layers.status();
   report.quantize_seconds = Since(t1);
   report.has_output_error = stats->has_hessian;

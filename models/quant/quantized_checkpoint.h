@@ -22,14 +22,19 @@
 //                    only when several texts were mixed; text/sha256 then list them all)
 //    "n_layers": 30,
 //    "rotation": {"kind": "randomized_hadamard", "seed": int, "online_attn_out": bool,
-//                 "online_silu_mul": bool, "fingerprint": 16 hex}}   (version 2 only)
+//                 "online_silu_mul": bool, "residual_outliers": int, "attn_out_outliers":
+//                 int, "silu_mul_outliers": int (the three optional, 0),
+//                 "fingerprint": 16 hex}}   (version 2 only)
 //
 // Version 2 = a ROTATED checkpoint (QuaRot, models/rotation/model_rotation.h): the weights
 // hold the rotation and folded norm scales, and the model must run them with the rotation
-// the "rotation" object names (readers of version 1 refuse these). The reader rebuilds the
-// rotation and refuses a fingerprint that differs from the recorded one. With
-// online_silu_mul, ffn_gate/ffn_up rows are in the base order (the exception below does
-// not apply) and silu_mul.perm orders down's input AFTER the online Hadamard.
+// the "rotation" object names (readers of version 1 refuse these). The rotation's channel
+// orders are the checkpoint's own permutations (attn_norm's for the residual, attn_out's
+// and silu_mul's per layer: model_rotation.h) and its outlier counts the INT8 channels';
+// the reader rebuilds the rotation from them and refuses a fingerprint that differs from
+// the recorded one. With online_silu_mul, ffn_gate/ffn_up rows are in the base order (the
+// exception below does not apply) and down's input is reordered by silu_mul.perm first,
+// then rotated.
 //
 // model.safetensors, for layer i, projection p (QuantProjectionName) reading activation a:
 //   blk.i.p.qweight          U8 [rows, spec.weight_row_bytes()]  (w_bits 4: header packing)

@@ -100,6 +100,9 @@ json QuantizedCheckpointMeta::ToJson() const {
                      {"seed", rotation->spec.seed},
                      {"online_attn_out", rotation->spec.online_attn_out},
                      {"online_silu_mul", rotation->spec.online_silu_mul},
+                     {"residual_outliers", rotation->spec.residual_outliers},
+                     {"attn_out_outliers", rotation->spec.attn_out_outliers},
+                     {"silu_mul_outliers", rotation->spec.silu_mul_outliers},
                      {"fingerprint", rotation->fingerprint}};
   }
   return j;
@@ -284,7 +287,18 @@ absl::Status ParseRotation(const json& j, QuantizedCheckpointMeta* m) {
   if (!sm.ok()) return sm.status();
   if (!fp.ok()) return fp.status();
   RotationMeta rot;
-  rot.spec = {(*seed)->get<uint64_t>(), (*ao)->get<bool>(), (*sm)->get<bool>()};
+  rot.spec.seed = (*seed)->get<uint64_t>();
+  rot.spec.online_attn_out = (*ao)->get<bool>();
+  rot.spec.online_silu_mul = (*sm)->get<bool>();
+  int* counts[3] = {&rot.spec.residual_outliers, &rot.spec.attn_out_outliers,
+                    &rot.spec.silu_mul_outliers};
+  const char* keys[3] = {"residual_outliers", "attn_out_outliers", "silu_mul_outliers"};
+  for (int i = 0; i < 3; ++i) {  // optional, 0 when absent
+    if (!(*r)->contains(keys[i])) continue;
+    auto n = Int(**r, "rotation.", keys[i], 0);
+    if (!n.ok()) return n.status();
+    *counts[i] = static_cast<int>(*n);
+  }
   rot.fingerprint = *fp;
   m->rotation = rot;
   return absl::OkStatus();

@@ -309,7 +309,19 @@ absl::Status QuantizedCheckpoint::CheckBaseModelFile(const std::string& path,
 
 absl::StatusOr<ModelRotation> QuantizedCheckpoint::Rotation(const LlamaConfig& c) const {
   if (!meta_.rotation) return absl::NotFoundError(dir_ + " is not a rotated checkpoint");
-  absl::StatusOr<ModelRotation> r = ModelRotation::Create(c, meta_.rotation->spec);
+  const RotationSpec& spec = meta_.rotation->spec;
+  RotationOrders orders;
+  auto perm_of = [&](int layer, QuantActivation a) {
+    const int k = layers_[layer].k[static_cast<int>(a)];
+    const int32_t* p = layers_[layer].perm[static_cast<int>(a)];
+    return std::vector<int32_t>(p, p + k);
+  };
+  if (spec.residual_outliers > 0) orders.residual = perm_of(0, QuantActivation::kAttnNorm);
+  for (int l = 0; l < n_layers(); ++l) {
+    if (spec.attn_out_outliers > 0) orders.attn_out.push_back(perm_of(l, QuantActivation::kAttnOut));
+    if (spec.silu_mul_outliers > 0) orders.silu_mul.push_back(perm_of(l, QuantActivation::kSiluMul));
+  }
+  absl::StatusOr<ModelRotation> r = ModelRotation::Create(c, spec, std::move(orders));
   if (!r.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("rotated checkpoint ", dir_, ": ", r.status().message()));

@@ -127,7 +127,8 @@ std::vector<double> Minus(const std::vector<float>& a, const std::vector<float>&
   return d;
 }
 
-class RotatedCheckpointTest : public ::testing::Test {
+// Parameter: INT8 outlier channels per activation, kept out of the rotation (0: QuaRot).
+class RotatedCheckpointTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     model_path_ = TinyModel("rot_tiny.gguf");
@@ -142,12 +143,15 @@ class RotatedCheckpointTest : public ::testing::Test {
     r.seq_len = 24;
     r.options.scheme = kernels::quant::QuantScheme::kW8A8;
     r.options.group_size = 32;
-    r.options.outliers = {0, 0, 0, 0};
+    const int o = GetParam();
+    r.options.outliers = {o, o, o, o};
     r.options.rotation = RotationSpec{9, true, true};
     r.options.threads = 2;
     auto rep = QuantizeToCheckpoint(r, nullptr);
     ASSERT_TRUE(rep.ok()) << rep.status();
     ASSERT_TRUE(rep->meta.rotation.has_value());
+    EXPECT_EQ(rep->meta.rotation->spec.residual_outliers, o);
+    EXPECT_EQ(rep->meta.rotation->spec.silu_mul_outliers, o);
     EXPECT_EQ(rep->meta.rotation->fingerprint.size(), 16u);
     backend_ = kernels::CreateCpuBackendOnPool(&pool_);
     atom_ = kernels::quant::CreateCpuAtomKernels(&pool_);
@@ -191,7 +195,7 @@ class RotatedCheckpointTest : public ::testing::Test {
   std::vector<int32_t> tokens_;
 };
 
-TEST_F(RotatedCheckpointTest, TracksTheF32ModelAndIsVersion2) {
+TEST_P(RotatedCheckpointTest, TracksTheF32ModelAndIsVersion2) {
   auto j = ReadJsonObject(dir_ + "/" + kQuantJsonName);
   ASSERT_TRUE(j.ok());
   EXPECT_EQ((*j)["version"], 2);
@@ -211,7 +215,7 @@ TEST_F(RotatedCheckpointTest, TracksTheF32ModelAndIsVersion2) {
   r.seq_len = 24;
   r.options.scheme = kernels::quant::QuantScheme::kW8A8;
   r.options.group_size = 32;
-  r.options.outliers = {0, 0, 0, 0};
+  r.options.outliers = {GetParam(), GetParam(), GetParam(), GetParam()};
   r.options.threads = 2;
   ASSERT_TRUE(QuantizeToCheckpoint(r, nullptr).ok());
   auto src = ModelSource::Open(model_path_);
@@ -229,22 +233,24 @@ TEST_F(RotatedCheckpointTest, TracksTheF32ModelAndIsVersion2) {
   EXPECT_LT(err, 2 * plain_err);
 }
 
-TEST_F(RotatedCheckpointTest, RefusesARotationItDoesNotBuild) {
+TEST_P(RotatedCheckpointTest, RefusesARotationItDoesNotBuild) {
   EditJson([](nlohmann::json& j) { j["rotation"]["fingerprint"] = "0123456789abcdef"; });
   auto q = LoadQuantized();
   EXPECT_EQ(q.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(q.status().message().find("rotation mismatch"), std::string::npos) << q.status();
   // A different seed (weights folded with seed 9 claimed as seed 10) is refused too.
+  std::filesystem::remove_all(dir_);
   SetUp();
   EditJson([](nlohmann::json& j) { j["rotation"]["seed"] = 10; });
   EXPECT_EQ(LoadQuantized().status().code(), absl::StatusCode::kFailedPrecondition);
   // And an unrotated reader's view of it (version 1 with a rotation) by the parser.
+  std::filesystem::remove_all(dir_);
   SetUp();
   EditJson([](nlohmann::json& j) { j["version"] = 1; });
   EXPECT_EQ(LoadQuantized().status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(RotatedCheckpointTest, AdaptersMoveTheLogitsAsOnTheF32Model) {
+TEST_P(RotatedCheckpointTest, AdaptersMoveTheLogitsAsOnTheF32Model) {
   const LlamaConfig& cfg = f32_->config();
   std::vector<LoraProjectionInfo> infos;
   for (int l = 0; l < cfg.n_layers; ++l) {
@@ -288,6 +294,8 @@ TEST_F(RotatedCheckpointTest, AdaptersMoveTheLogitsAsOnTheF32Model) {
   EXPECT_GT(corr, 0.9);
   EXPECT_LT(wrong, 0.6);
 }
+
+INSTANTIATE_TEST_SUITE_P(OutliersKeptOut, RotatedCheckpointTest, ::testing::Values(0, 32));
 
 }  // namespace
 }  // namespace loom::quant

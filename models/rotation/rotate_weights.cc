@@ -29,25 +29,22 @@ absl::StatusOr<float*> MutableF32(ModelSource* s, const std::string& name, int64
   return reinterpret_cast<float*>(s->owned_.back().data());
 }
 
-// w [rows, cols] <- w with every row r replaced by T (g ⊙ r) (g nullable: ones).
-void RotateRows(const kernels::HadamardTransform& t, const float* g, float* w, int64_t rows) {
-  const int n = t.n();
-  if (g != nullptr) {
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int j = 0; j < n; ++j) w[r * n + j] *= g[j];
-    }
+// w [rows, n] <- w ⊙ g per row (g: [n]).
+void ScaleColumns(const std::vector<float>& g, float* w, int64_t rows) {
+  const int64_t n = static_cast<int64_t>(g.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j) w[r * n + j] *= g[j];
   }
-  t.Apply(w, rows);
 }
 
-// w [rows, cols] <- T w (T [rows, rows] acting on every column).
-void RotateColumns(const kernels::HadamardTransform& t, float* w, int64_t cols) {
-  const int64_t rows = t.n();
+// w [hidden, cols] <- R w (R acting on every column).
+void RotateColumns(const ModelRotation& rot, float* w, int64_t cols) {
+  const int64_t rows = rot.hidden();
   std::vector<float> tr(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) tr[c * rows + r] = w[r * cols + c];
   }
-  t.Apply(tr.data(), cols);
+  rot.RotateResidual(tr.data(), cols, /*transpose=*/false);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) w[r * cols + c] = tr[c * rows + r];
   }
@@ -60,8 +57,8 @@ absl::Status RotateF32Weights(const ModelRotation& rot, ModelSource* f32) {
   if (!rot.has_folded_norms()) {
     return absl::FailedPreconditionError("RotateF32Weights: the rotation has no folded norms");
   }
-  if (rot.residual().n() != c.hidden) {
-    return absl::InvalidArgumentError(absl::StrCat("the rotation is for hidden ", rot.residual().n(),
+  if (rot.hidden() != c.hidden) {
+    return absl::InvalidArgumentError(absl::StrCat("the rotation is for hidden ", rot.hidden(),
                                                    ", the model has ", c.hidden));
   }
   const int qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
@@ -76,17 +73,17 @@ absl::Status RotateF32Weights(const ModelRotation& rot, ModelSource* f32) {
     for (const In& in : inputs) {
       absl::StatusOr<float*> w = MutableF32(f32, p + in.name + ".weight", in.rows, c.hidden);
       if (!w.ok()) return w.status();
-      RotateRows(rot.residual(), in.g->data(), *w, in.rows);
+      ScaleColumns(*in.g, *w, in.rows);
+      rot.RotateResidual(*w, in.rows, /*transpose=*/false);  // rows w -> R (g ⊙ w)
     }
-    struct Out { const char* name; int64_t cols; const kernels::HadamardTransform* online; };
-    const Out outputs[] = {{"attn_output", qd, rot.attn_out()},
-                           {"ffn_down", c.intermediate, rot.silu_mul()}};
-    for (const Out& o : outputs) {
-      absl::StatusOr<float*> w = MutableF32(f32, p + o.name + ".weight", c.hidden, o.cols);
-      if (!w.ok()) return w.status();
-      if (o.online != nullptr) RotateRows(*o.online, nullptr, *w, c.hidden);
-      RotateColumns(rot.residual(), *w, o.cols);
-    }
+    absl::StatusOr<float*> o = MutableF32(f32, p + "attn_output.weight", c.hidden, qd);
+    if (!o.ok()) return o.status();
+    if (rot.attn_out() != nullptr) rot.RotateAttnOut(l, *o, c.hidden);  // rows w -> M_o w
+    RotateColumns(rot, *o, qd);
+    absl::StatusOr<float*> d = MutableF32(f32, p + "ffn_down.weight", c.hidden, c.intermediate);
+    if (!d.ok()) return d.status();
+    if (rot.silu_mul() != nullptr) rot.RotateSiluMul(l, *d, c.hidden);
+    RotateColumns(rot, *d, c.intermediate);
     for (const char* norm : {"attn_norm", "ffn_norm"}) {
       absl::StatusOr<float*> g = MutableF32(f32, p + norm + ".weight", 1, c.hidden);
       if (!g.ok()) return g.status();
@@ -97,8 +94,9 @@ absl::Status RotateF32Weights(const ModelRotation& rot, ModelSource* f32) {
 }
 
 absl::StatusOr<std::shared_ptr<const ModelRotation>> RotateF32Model(const RotationSpec& spec,
-                                                                    ModelSource* f32) {
-  absl::StatusOr<ModelRotation> rot = ModelRotation::Create(f32->config(), spec);
+                                                                    ModelSource* f32,
+                                                                    RotationOrders orders) {
+  absl::StatusOr<ModelRotation> rot = ModelRotation::Create(f32->config(), spec, std::move(orders));
   if (!rot.ok()) return rot.status();
   if (absl::Status s = rot->SetFoldedNorms(*f32); !s.ok()) return s;
   if (absl::Status s = RotateF32Weights(*rot, f32); !s.ok()) return s;

@@ -21,7 +21,8 @@ absl::Status RotateF32Weights(const ModelRotation& rotation, ModelSource* f32);
 // ModelRotation::Create for f32's config, SetFoldedNorms(*f32), RotateF32Weights: the
 // rotation that `f32` now runs with (LlamaModel::CreateRotated).
 absl::StatusOr<std::shared_ptr<const ModelRotation>> RotateF32Model(const RotationSpec& spec,
-                                                                    ModelSource* f32);
+                                                                    ModelSource* f32,
+                                                                    RotationOrders orders = {});
 
 }  // namespace loom
 

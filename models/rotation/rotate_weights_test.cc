@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <algorithm>
+#include <numeric>
 #include <random>
 
 #include "gtest/gtest.h"
@@ -111,6 +113,48 @@ TEST_F(TinyRotationTest, RotatedLogitsEqualUnrotated) {
   }
 }
 
+// Rotations that keep outlier channels out (random orders: exactness holds for any).
+TEST_F(TinyRotationTest, PartialRotationsAreExactToo) {
+  auto plain = LlamaModel::Create(F32(), backend_.get());
+  ASSERT_TRUE(plain.ok());
+  const LlamaConfig c = (*plain)->config();
+  const std::vector<int32_t> tokens = Tokens(20, c.vocab_size, 8);
+  const std::vector<float> want = PrefillLogits(**plain, tokens);
+  std::mt19937 rng(3);
+  auto perm = [&](int k) {
+    std::vector<int32_t> p(k);
+    std::iota(p.begin(), p.end(), 0);
+    std::shuffle(p.begin(), p.end(), rng);
+    return p;
+  };
+  RotationOrders orders;
+  orders.residual = perm(c.hidden);
+  for (int l = 0; l < c.n_layers; ++l) {
+    orders.attn_out.push_back(perm(c.n_heads * c.head_dim));
+    orders.silu_mul.push_back(perm(c.intermediate));
+  }
+  RotationSpec spec{7, true, true};
+  spec.residual_outliers = 16;  // 48 rotated: 12 x 4
+  spec.attn_out_outliers = 32;  // 32 rotated
+  spec.silu_mul_outliers = 16;  // 80 rotated
+  std::unique_ptr<ModelSource> f32 = F32();
+  auto rot = RotateF32Model(spec, f32.get(), orders);
+  ASSERT_TRUE(rot.ok()) << rot.status();
+  EXPECT_EQ((*rot)->residual().n(), 48);
+  EXPECT_EQ((*rot)->silu_mul()->n(), 80);  // 20 x 4
+  auto rotated = LlamaModel::CreateRotated(std::move(f32), *rot, backend_.get());
+  ASSERT_TRUE(rotated.ok());
+  EXPECT_LT(RelativeMaxError(want, PrefillLogits(**rotated, tokens)), 3e-4);
+  // Orders must fit the spec.
+  RotationOrders missing = orders;
+  missing.attn_out.clear();
+  EXPECT_EQ(ModelRotation::Create(c, spec, missing).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  RotationSpec no_outliers{7, true, true};
+  EXPECT_EQ(ModelRotation::Create(c, no_outliers, orders).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(TinyRotationTest, AWrongRotationChangesTheLogits) {
   auto plain = LlamaModel::Create(F32(), backend_.get());
   ASSERT_TRUE(plain.ok());
@@ -133,7 +177,7 @@ TEST_F(TinyRotationTest, RefusesWidthsWithoutAHadamardMatrix) {
   c.intermediate = 90;  // 2 * 45: no Hadamard matrix
   auto r = ModelRotation::Create(c, {1, true, true});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(r.status().message().find("FFN intermediate (width 90)"), std::string::npos)
+  EXPECT_NE(r.status().message().find("FFN intermediate (90 rotated channels)"), std::string::npos)
       << r.status();
   EXPECT_TRUE(ModelRotation::Create(c, {1, true, false}).ok());  // no M_d needed
   auto null_rot = LlamaModel::CreateRotated(F32(), nullptr, backend_.get());

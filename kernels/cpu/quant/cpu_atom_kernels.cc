@@ -97,11 +97,10 @@ class CpuAtomKernels final : public AtomKernels {
     const int k = spec.k;
     ForRows(n, k, [&](int64_t b, int64_t e) {
       for (int64_t row = b; row < e; ++row) {
-        float* r = Scratch(3 * k);
-        std::memcpy(r, x + row * k, sizeof(float) * k);
-        CpuHadamardRows(t, r, 1, false, r + k, isa_);
-        float* dst = rotated != nullptr ? rotated + row * k : r + 2 * k;
-        Permute(r, perm, k, dst);
+        float* scratch = Scratch(2 * k);
+        float* dst = rotated != nullptr ? rotated + row * k : scratch + k;
+        Permute(x + row * k, perm, k, dst);
+        CpuHadamardRows(t, dst, 1, false, scratch, isa_);
         QuantizeInto(dst, static_cast<int>(row), out);
       }
     });
@@ -117,9 +116,9 @@ class CpuAtomKernels final : public AtomKernels {
       for (int64_t row = b; row < e; ++row) {
         float* h = Scratch(3 * k);
         k_->silu_mul(gate + row * k, up + row * k, k, h);
-        CpuHadamardRows(t, h, 1, false, h + k, isa_);
         float* dst = rotated != nullptr ? rotated + row * k : h + 2 * k;
         Permute(h, perm, k, dst);
+        CpuHadamardRows(t, dst, 1, false, h + k, isa_);
         QuantizeInto(dst, static_cast<int>(row), out);
       }
     });

@@ -308,7 +308,8 @@ TEST(CpuAtomKernels, FusedKernelsMatchCpuBackendOfSameIsa) {
   }
 }
 
-// The online-rotation kernels: HadamardQuantize equals the reference bitwise;
+// The online-rotation kernels (reorder, then rotate the normal channels): HadamardQuantize
+// equals the reference bitwise;
 // SiluMulHadamardQuantize equals the reference rotation + quantization of the CPU's own
 // SiLU*mul (bitwise as CpuBackend of the same ISA); HadamardRows equals
 // HadamardTransform::Apply. SmolLM2's widths (576 = 36 x 16, 1536 = 12 x 128) and a power
@@ -324,9 +325,10 @@ TEST(CpuAtomKernels, RotationKernelsEqualReference) {
           const QuantSpec s{k, outliers, 64, 4, 4};
           SCOPED_TRACE(std::string(cpu->name()) + " k " + std::to_string(k) + " outliers " +
                        std::to_string(outliers) + " n " + std::to_string(n));
-          const HadamardTransform t =
-              *HadamardTransform::Create(k, outliers > 0 ? HadamardTransform::RandomSigns(k, 7)
-                                                         : std::vector<float>());
+          // Over the normal channels (blocked where k - outliers has no Hadamard matrix).
+          const HadamardTransform t = *HadamardTransform::CreateFullOrBlocked(
+              k - outliers,
+              outliers > 0 ? HadamardTransform::RandomSigns(k - outliers, 7) : std::vector<float>());
           const size_t count = static_cast<size_t>(n) * k;
           const std::vector<float> x = MakeX(n, k, 5 + k);
           const std::vector<float> up = RandomValues(count, 6, 2.0f);
@@ -350,10 +352,12 @@ TEST(CpuAtomKernels, RotationKernelsEqualReference) {
           ExpectBitwise(got, want_r);
           ExpectSameActivations(a, want);
 
+          const HadamardTransform full =
+              *HadamardTransform::Create(k, HadamardTransform::RandomSigns(k, 9));
           for (bool transpose : {false, true}) {
             std::vector<float> y = x, y_ref = x;
-            cpu->HadamardRows(t, y.data(), n, transpose);
-            t.Apply(y_ref.data(), n, transpose);
+            cpu->HadamardRows(full, y.data(), n, transpose);
+            full.Apply(y_ref.data(), n, transpose);
             ExpectBitwise(y, y_ref);
           }
         }

@@ -15,6 +15,7 @@ namespace loom::kernels {
 
 // Every row of x [rows, t.n()] <- T x (transpose: Tᵀ x), in place. `scratch` [t.n()]
 // floats (any contents; clobbered). Single-threaded; `isa` must be supported.
+// (Multiplying by signs ±1 is exact, so the order of sign and vector steps is free.)
 void CpuHadamardRows(const HadamardTransform& t, float* x, int64_t rows, bool transpose,
                      float* scratch, CpuIsa isa);
 

@@ -14,11 +14,16 @@ namespace {
 TEST(CpuHadamardTest, BitwiseEqualToReferenceAtEveryIsa) {
   std::mt19937 rng(9);
   std::normal_distribution<float> d(0.0f, 3.0f);
-  for (int n : {1, 2, 4, 12, 24, 20 * 2, 8, 64, 36 * 8, 576, 1536, 4096, 28 * 32}) {
+  struct Case { int n, block; };
+  const Case cases[] = {{1, 0},    {2, 0},    {4, 0},      {12, 0},   {24, 0},  {40, 0},
+                        {8, 0},    {64, 0},   {36 * 8, 0}, {576, 0},  {1536, 0}, {4096, 0},
+                        {28 * 32, 0}, {1472, 64}, {24, 8},  {24, 4},   {108, 36}};
+  for (const Case& c : cases) {
+    const int n = c.n;
     for (bool with_signs : {false, true}) {
       std::vector<float> signs;
       if (with_signs) signs = HadamardTransform::RandomSigns(n, 100 + n);
-      const HadamardTransform t = *HadamardTransform::Create(n, signs);
+      const HadamardTransform t = *HadamardTransform::Create(n, signs, c.block);
       for (bool transpose : {false, true}) {
         const int rows = 5;
         std::vector<float> x(static_cast<size_t>(rows) * n);
@@ -31,7 +36,7 @@ TEST(CpuHadamardTest, BitwiseEqualToReferenceAtEveryIsa) {
           std::vector<float> got = x, scratch(n, 123.0f);
           CpuHadamardRows(t, got.data(), rows, transpose, scratch.data(), isa);
           ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-              << "n " << n << " signs " << with_signs << " transpose " << transpose << " isa "
+              << "n " << n << " block " << c.block << " signs " << with_signs << " transpose " << transpose << " isa "
               << CpuIsaName(isa);
         }
       }
