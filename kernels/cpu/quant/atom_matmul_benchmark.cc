@@ -269,5 +269,45 @@ BENCHMARK(BM_AtomRmsNormQuantize)
     ->UseRealTime()
     ->MinTime(0.2);
 
+// The online rotation's cost: the activation step of o (Quantize vs HadamardQuantize,
+// K = 576) and of down (SiluMulQuantize vs SiluMulHadamardQuantize, K = 1536) for n rows,
+// groups of 64, 64 INT8 outliers kept out of the rotation (so the rotated widths are
+// 512 = 2^9 and 1472 = 23 blocks of 64). args: K, n, threads, rotate (0/1).
+void BM_ActivationStep(benchmark::State& state) {
+  const int k = static_cast<int>(state.range(0)), n = static_cast<int>(state.range(1));
+  const bool rotate = state.range(3) != 0;
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  auto ak = CreateCpuAtomKernels(&pool);
+  const QuantSpec spec{k, 64, 64, 4, 4};
+  const HadamardTransform t = *HadamardTransform::CreateFullOrBlocked(k - 64);
+  const std::vector<float> x = testing::RandomValues(static_cast<size_t>(n) * k, 7);
+  const std::vector<float> up = testing::RandomValues(static_cast<size_t>(n) * k, 9);
+  std::vector<int32_t> perm(k);
+  for (int j = 0; j < k; ++j) perm[j] = (j * 7) % k == j ? j : (k - 1 - j);
+  AtomActivations a;
+  std::vector<float> out(x.size());
+  for (auto _ : state) {
+    if (k == 576) {
+      if (rotate) {
+        ak->HadamardQuantize(x.data(), n, t, perm.data(), spec, &a, out.data());
+      } else {
+        ak->Quantize(x.data(), n, perm.data(), spec, &a, out.data());
+      }
+    } else if (rotate) {
+      ak->SiluMulHadamardQuantize(x.data(), up.data(), n, t, perm.data(), spec, &a, out.data());
+    } else {
+      ak->SiluMulQuantize(x.data(), up.data(), n, spec, &a, out.data());
+    }
+    benchmark::DoNotOptimize(a.q.data());
+  }
+  state.SetLabel(rotate ? "rotated" : "plain");
+  state.counters["rows/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * n,
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ActivationStep)
+    ->ArgsProduct({{576, 1536}, {1, 32}, {1, 2}, {0, 1}})
+    ->UseRealTime()
+    ->MinTime(0.2);
+
 }  // namespace
 }  // namespace loom::kernels::quant
