@@ -192,6 +192,39 @@ absl::StatusOr<RotationSpec> RotationFor(const QuantOptions& o, const OutlierCou
   return s;
 }
 
+// Folds o.rotation into f32 (the model `base` dequantized), with the orders of the channels
+// it keeps out chosen on the unrotated model's energies (cached, or an energies-only
+// calibration of a fresh F32 copy of base) when it keeps any; sets report->meta.rotation.
+absl::StatusOr<std::shared_ptr<const ModelRotation>> FoldRotation(
+    const QuantOptions& o, const OutlierCounts& counts, const Calibrator& cal,
+    const ModelSource& base, ModelSource* f32, RotationOrders* orders, QuantizeReport* report,
+    const std::function<void(const std::string&)>& say) {
+  absl::StatusOr<RotationSpec> spec = RotationFor(o, counts);
+  if (!spec.ok()) return spec.status();
+  if (spec->residual_outliers > 0 || spec->attn_out_outliers > 0 || spec->silu_mul_outliers > 0) {
+    say("rotation keeps outlier channels out: energies of the unrotated model first");
+    std::unique_ptr<LlamaModel> unrotated;
+    absl::StatusOr<CalibrationStats> plain = cal.Run("", false, [&] {
+      absl::StatusOr<std::unique_ptr<ModelSource>> copy = DequantizeToF32(base);
+      if (!copy.ok()) return absl::StatusOr<std::unique_ptr<LlamaModel>>(copy.status());
+      return LlamaModel::Create(*std::move(copy), cal.backend);
+    }, &unrotated, report);
+    if (!plain.ok()) return plain.status();
+    unrotated.reset();
+    absl::StatusOr<RotationOrders> chosen = RotationOrdersFromStats(*plain, *spec, *f32);
+    if (!chosen.ok()) return chosen.status();
+    *orders = *std::move(chosen);
+  }
+  absl::StatusOr<std::shared_ptr<const ModelRotation>> rot = RotateF32Model(*spec, f32, *orders);
+  if (!rot.ok()) return rot.status();
+  report->meta.rotation = RotationMeta{*spec, (*rot)->Fingerprint()};
+  say(absl::StrFormat("rotation: randomized Hadamard, seed %d, online attn_out %d silu_mul %d, "
+                      "outliers kept out %d/%d/%d, fingerprint %s", spec->seed,
+                      spec->online_attn_out, spec->online_silu_mul, spec->residual_outliers,
+                      spec->attn_out_outliers, spec->silu_mul_outliers, (*rot)->Fingerprint()));
+  return rot;
+}
+
 }  // namespace
 
 absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
@@ -241,35 +274,13 @@ absl::StatusOr<QuantizeReport> QuantizeToCheckpoint(
   if (!f32.ok()) return f32.status();
   std::shared_ptr<const ModelRotation> rotation;
   RotationOrders orders;
-  std::string cache_suffix;
   if (o.rotation) {
-    absl::StatusOr<RotationSpec> spec = RotationFor(o, *counts);
-    if (!spec.ok()) return spec.status();
-    if (spec->residual_outliers > 0 || spec->attn_out_outliers > 0 || spec->silu_mul_outliers > 0) {
-      // The channels kept out of the rotation, from the unrotated model's energies.
-      say("rotation keeps outlier channels out: energies of the unrotated model first");
-      std::unique_ptr<LlamaModel> unrotated;
-      absl::StatusOr<CalibrationStats> plain = cal.Run("", false, [&] {
-        absl::StatusOr<std::unique_ptr<ModelSource>> copy = DequantizeToF32(**source);
-        if (!copy.ok()) return absl::StatusOr<std::unique_ptr<LlamaModel>>(copy.status());
-        return LlamaModel::Create(*std::move(copy), backend.get());
-      }, &unrotated, &report);
-      if (!plain.ok()) return plain.status();
-      unrotated.reset();
-      absl::StatusOr<RotationOrders> o2 = RotationOrdersFromStats(*plain, *spec, **f32);
-      if (!o2.ok()) return o2.status();
-      orders = *std::move(o2);
-    }
-    absl::StatusOr<std::shared_ptr<const ModelRotation>> rot = RotateF32Model(*spec, f32->get(), orders);
+    absl::StatusOr<std::shared_ptr<const ModelRotation>> rot =
+        FoldRotation(o, *counts, cal, **source, f32->get(), &orders, &report, say);
     if (!rot.ok()) return rot.status();
     rotation = *std::move(rot);
-    report.meta.rotation = RotationMeta{*spec, rotation->Fingerprint()};
-    cache_suffix = ";rotation=" + rotation->Fingerprint();
-    say(absl::StrFormat("rotation: randomized Hadamard, seed %d, online attn_out %d silu_mul %d, "
-                        "outliers kept out %d/%d/%d, fingerprint %s", spec->seed,
-                        spec->online_attn_out, spec->online_silu_mul, spec->residual_outliers,
-                        spec->attn_out_outliers, spec->silu_mul_outliers, rotation->Fingerprint()));
   }
+  const std::string cache_suffix = rotation ? ";rotation=" + rotation->Fingerprint() : "";
   source->reset();
 
   std::unique_ptr<LlamaModel> model;
