@@ -88,10 +88,25 @@ void LlamaModel::Embed(const BatchPlan& plan, float* x) const {
 
 void LlamaModel::RotateResidual(float* x, int n, bool transpose, ForwardWorkspace* ws) const {
   StepTimer timer(ws->profile, StepOp::kRotate);
-  if (atom_ != nullptr && rotation_->orders().residual.empty()) {
-    atom_->HadamardRows(rotation_->residual(), x, n, transpose);  // R = T: the fast kernel
-  } else {
+  if (atom_ == nullptr) {
     rotation_->RotateResidual(x, n, transpose);
+    return;
+  }
+  const std::vector<int32_t>& order = rotation_->orders().residual;
+  const kernels::HadamardTransform& t = rotation_->residual();
+  if (order.empty()) {
+    atom_->HadamardRows(t, x, n, transpose);  // R = T
+    return;
+  }
+  // R = Pᵀ blockdiag(T, I) P: gather the rotated channels, the fast kernel, scatter back.
+  const int h = config().hidden, m = t.n();
+  Grow(ws->rotated, static_cast<size_t>(n) * m);
+  for (int r = 0; r < n; ++r) {
+    for (int j = 0; j < m; ++j) ws->rotated[static_cast<size_t>(r) * m + j] = x[static_cast<size_t>(r) * h + order[j]];
+  }
+  atom_->HadamardRows(t, ws->rotated.data(), n, transpose);
+  for (int r = 0; r < n; ++r) {
+    for (int j = 0; j < m; ++j) x[static_cast<size_t>(r) * h + order[j]] = ws->rotated[static_cast<size_t>(r) * m + j];
   }
 }
 

@@ -75,6 +75,7 @@ struct ForwardWorkspace {
   kernels::quant::AtomActivations atom;  // the current linear input, quantized
   std::vector<float> xp;       // [T, n_heads * head_dim] attention output, permuted
   std::vector<float> ffh;      // [T, intermediate] SiLU(gate)*up, in silu_mul order
+  std::vector<float> rotated;  // [T, hidden] rotated mode: the residual's rotated channels
   ActivationTap* tap = nullptr;  // not owned; null = no observation (the normal case)
   StepProfile* profile = nullptr;  // not owned; null = not timed (the normal case)
 };
