@@ -52,7 +52,7 @@ bool AdminService::Authorized(grpc::CallbackServerContext* ctx,
   absl::Status s = auth_.Check(header);
   if (s.ok()) return true;
   spdlog::warn("event=admin_unauthenticated peer={}", ctx->peer());
-  reactor->Finish(ToGrpcStatus(s));
+  reactor->Finish(GrpcStatusForClient(s));
   return false;
 }
 
@@ -63,7 +63,7 @@ grpc::ServerUnaryReactor* AdminService::LoadAdapter(grpc::CallbackServerContext*
   if (!Authorized(ctx, reactor)) return reactor;
   adapters_->LoadAsync(request->id(), request->source(), request->pin(),
                        [reactor, response](absl::StatusOr<AdapterInfo> info) {
-                         if (!info.ok()) return reactor->Finish(ToGrpcStatus(info.status()));
+                         if (!info.ok()) return reactor->Finish(GrpcStatusForClient(info.status()));
                          *response->mutable_adapter() = ToProto(*info);
                          reactor->Finish(grpc::Status::OK);
                        });
@@ -77,7 +77,7 @@ grpc::ServerUnaryReactor* AdminService::UnloadAdapter(grpc::CallbackServerContex
   if (!Authorized(ctx, reactor)) return reactor;
   absl::StatusOr<int> draining = adapters_->Unload(request->id());
   if (!draining.ok()) {
-    reactor->Finish(ToGrpcStatus(draining.status()));
+    reactor->Finish(GrpcStatusForClient(draining.status()));
   } else {
     response->set_draining_requests(*draining);
     reactor->Finish(grpc::Status::OK);

@@ -57,8 +57,9 @@ void EnableHealthAndReflection() {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& address, const std::shared_ptr<grpc::ServerCredentials>& creds,
-    grpc::Service* service, const char* service_name) {
+    grpc::Service* service, const char* service_name, int64_t max_message_bytes) {
   grpc::ServerBuilder builder;
+  if (max_message_bytes > 0) builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   int bound = 0;
   builder.AddListeningPort(address, creds, &bound);
   builder.RegisterService(service);
@@ -72,8 +73,15 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   return server;
 }
 
+RequestLimits LimitsFor(const ServerOptions& o, int max_context) {
+  RequestLimits limits = o.limits;
+  limits.max_context = max_context;
+  return limits;
+}
+
 EngineOptions ToEngineOptions(const ServerOptions& o) {
   EngineOptions e;
+  e.name = ListenAddress(o.host, o.port);
   e.max_batch_tokens = o.max_batch_tokens;
   e.max_running = o.max_running;
   e.max_queued = o.max_queued;

@@ -30,13 +30,16 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
 void EnableHealthAndReflection();
 
 // Builds and starts one gRPC server at `address` with `service`, and marks `service_name`
-// and the server as a whole SERVING in its health service. Unavailable when the address
-// cannot be bound.
+// and the server as a whole SERVING in its health service. `max_message_bytes` > 0 bounds
+// a request message (larger ones fail RESOURCE_EXHAUSTED before they are parsed).
+// Unavailable when the address cannot be bound.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& address, const std::shared_ptr<grpc::ServerCredentials>& creds,
-    grpc::Service* service, const char* service_name);
+    grpc::Service* service, const char* service_name, int64_t max_message_bytes = 0);
 
-// The engine settings of `options`.
+// The request limits of `options` for a model whose context is `max_context` tokens.
+RequestLimits LimitsFor(const ServerOptions& options, int max_context);
+
 // Starts `http` (/metrics and /healthz of `metrics`) on metrics_host:metrics_port and logs
 // its address; nothing when metrics_port is 0. Errors of HttpEndpoint::Start.
 absl::Status StartMetricsEndpoint(const ServerOptions& options, ServerMetrics* metrics,
@@ -46,6 +49,7 @@ absl::Status StartMetricsEndpoint(const ServerOptions& options, ServerMetrics* m
 // required) when none is configured. Errors of BearerAuth::FromFile.
 absl::StatusOr<BearerAuth> AdminAuthFor(const ServerOptions& options);
 
+// The engine settings of `options`.
 EngineOptions ToEngineOptions(const ServerOptions& options);
 
 // Blocks until SIGTERM or SIGINT (which main() must have blocked in every thread) and

@@ -39,9 +39,17 @@ absl::StatusOr<std::unique_ptr<EngineHost>> EngineHost::Start(const ServerOption
     }
   }
   h->publisher_ = std::make_unique<EngineStatePublisher>(metrics->observer());
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(h->model_->model.get(), h->model_->tokenizer.get(), h->store_.get(),
-                     h->publisher_.get(), ToEngineOptions(o));
+  EngineOptions engine_options = ToEngineOptions(o);
+  // The one adapter gate: an id not loaded yet is loaded on demand from the roots (or
+  // refused NotFound) before the engine admits the request.
+  AdapterManager* adapters = h->adapters_.get();
+  engine_options.ensure_adapter = [adapters](const std::string& id,
+                                             std::function<void(absl::Status)> done) {
+    adapters->EnsureKnownAsync(id, std::move(done));
+  };
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(
+      h->model_->model.get(), h->model_->tokenizer->end_of_generation_ids(), h->store_.get(),
+      h->publisher_.get(), engine_options);
   if (!engine.ok()) return engine.status();
   h->engine_ = *std::move(engine);
   h->publisher_->Start(h->engine_.get());
@@ -50,8 +58,10 @@ absl::StatusOr<std::unique_ptr<EngineHost>> EngineHost::Start(const ServerOption
 
 EngineHost::~EngineHost() {
   if (publisher_) publisher_->Stop();  // it polls the engine
+  // The loader thread finishes its queued loads, whose callbacks post to the engine;
+  // the store outlives both.
+  adapters_.reset();
   engine_.reset();
-  adapters_.reset();  // its loader thread may still touch the store
 }
 
 }  // namespace loom

@@ -31,7 +31,10 @@
 #include "server/admin_service.h"
 #include "server/daemon_support.h"
 #include "server/engine_host.h"
+#include "scheduler/frontend/local_frontend.h"
+#include "server/inference_edge.h"
 #include "server/inference_service.h"
+#include "server/model_catalog.h"
 #include "server/metrics/http_endpoint.h"
 #include "server/metrics/server_metrics.h"
 #include "server/server_config.h"
@@ -76,6 +79,17 @@ ABSL_FLAG(std::string, admin_token_file, "", "file holding the admin bearer toke
 ABSL_FLAG(bool, on_demand_adapters, true, "load an unknown adapter id found under a root");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30), "drain time on SIGTERM");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off");
+// Request limits (the edge refuses a request beyond them, naming the field).
+ABSL_FLAG(int64_t, max_prompt_bytes, 1 << 20, "prompt text (or chat) bytes per request");
+ABSL_FLAG(int, max_prompt_tokens, 0, "prompt tokens per request (0 = the context)");
+ABSL_FLAG(int, max_stop_strings, 16, "stop strings per request");
+ABSL_FLAG(int, max_stop_string_bytes, 256, "bytes per stop string");
+ABSL_FLAG(int, max_new_tokens, 0, "largest max_tokens a request may ask for (0 = the context)");
+ABSL_FLAG(int, default_max_tokens, 256, "max_tokens of a request that names none");
+ABSL_FLAG(int, max_top_logprobs, 20, "alternatives per token a request may ask for (<= 20)");
+ABSL_FLAG(int, max_n, 8, "choices (OpenAI n) per request");
+ABSL_FLAG(int64_t, max_request_bytes, int64_t{4} << 20,
+          "largest gRPC request message / HTTP request body, refused before parsing");
 
 namespace loom {
 namespace {
@@ -126,13 +140,18 @@ absl::Status ServeSingle(const ServerOptions& o) {
   if (!creds.ok()) return creds.status();
 
   std::atomic<bool> serving{false};
-  InferenceService inference((*host)->model(), engine, (*host)->adapters(), &metrics,
-                             &serving);
+  const ServingModel* model = (*host)->model();
+  LocalFrontend frontend(model->tokenizer.get(), engine);
+  LocalModelCatalog catalog(model->name, engine->max_context(), (*host)->store());
+  InferenceEdge edge({model, &frontend, &catalog, LimitsFor(o, engine->max_context()),
+                      &metrics, &serving});
+  InferenceService inference(&edge);
   AdminService admin((*host)->model(), engine, (*host)->adapters(), std::move(auth), &serving,
                      o.kv_page_size);
   EnableHealthAndReflection();
   absl::StatusOr<std::unique_ptr<grpc::Server>> inference_server =
-      StartGrpcServer(ListenAddress(o.host, o.port), *creds, &inference, "loom.v1.Inference");
+      StartGrpcServer(ListenAddress(o.host, o.port), *creds, &inference, "loom.v1.Inference",
+                      o.max_request_bytes);
   if (!inference_server.ok()) return inference_server.status();
   absl::StatusOr<std::unique_ptr<grpc::Server>> admin_server =
       StartGrpcServer(ListenAddress(o.admin_host, o.admin_port), *creds, &admin,

@@ -33,17 +33,30 @@ Setter Str(std::string ServerOptions::*field) {
   };
 }
 
+absl::StatusOr<int64_t> ParseInt(const char* name, const std::string& v, int64_t lo,
+                                 int64_t hi) {
+  int64_t x = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &x)) return Bad(name, v, "not an integer");
+  if (x < lo || x > hi) return Bad(name, v, absl::StrFormat("must be in [%d, %d]", lo, hi));
+  return x;
+}
+
 template <typename T>
 Setter Int(const char* name, T ServerOptions::*field, int64_t lo, int64_t hi) {
   return [=](const std::string& v, ServerOptions* o) {
-    int64_t x = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &x)) {
-      return Bad(name, v, "not an integer");
-    }
-    if (x < lo || x > hi) {
-      return Bad(name, v, absl::StrFormat("must be in [%d, %d]", lo, hi));
-    }
-    o->*field = static_cast<T>(x);
+    absl::StatusOr<int64_t> x = ParseInt(name, v, lo, hi);
+    if (!x.ok()) return x.status();
+    o->*field = static_cast<T>(*x);
+    return absl::OkStatus();
+  };
+}
+
+template <typename T>
+Setter Limit(const char* name, T RequestLimits::*field, int64_t lo, int64_t hi) {
+  return [=](const std::string& v, ServerOptions* o) {
+    absl::StatusOr<int64_t> x = ParseInt(name, v, lo, hi);
+    if (!x.ok()) return x.status();
+    o->limits.*field = static_cast<T>(*x);
     return absl::OkStatus();
   };
 }
@@ -146,6 +159,20 @@ const std::map<std::string, Setter>& Setters() {
          o->shutdown_grace = d;
          return absl::OkStatus();
        }},
+      {"max_prompt_bytes",
+       Limit("max_prompt_bytes", &RequestLimits::max_prompt_bytes, 1, int64_t{1} << 32)},
+      {"max_prompt_tokens",
+       Limit("max_prompt_tokens", &RequestLimits::max_prompt_tokens, 0, 1 << 24)},
+      {"max_stop_strings", Limit("max_stop_strings", &RequestLimits::max_stop_strings, 0, 1024)},
+      {"max_stop_string_bytes",
+       Limit("max_stop_string_bytes", &RequestLimits::max_stop_string_bytes, 1, 1 << 20)},
+      {"max_new_tokens", Limit("max_new_tokens", &RequestLimits::max_new_tokens, 0, 1 << 24)},
+      {"default_max_tokens",
+       Limit("default_max_tokens", &RequestLimits::default_max_tokens, 1, 1 << 24)},
+      {"max_top_logprobs", Limit("max_top_logprobs", &RequestLimits::max_top_logprobs, 0, 20)},
+      {"max_n", Limit("max_n", &RequestLimits::max_n, 1, 128)},
+      {"max_request_bytes",
+       Int("max_request_bytes", &ServerOptions::max_request_bytes, 1024, int64_t{1} << 31)},
       {"log_level",
        [](const std::string& v, ServerOptions* o) {
          static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};

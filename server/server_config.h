@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "kernels/backend.h"
+#include "server/request_limits.h"
 
 namespace loom {
 
@@ -68,6 +69,10 @@ struct ServerOptions {
   bool on_demand_adapters = true;         // load unknown ids found under a root
   absl::Duration shutdown_grace = absl::Seconds(30);
   std::string log_level = "info";
+  // The edge's limits (request_limits.h; max_context comes from the model) and the
+  // largest request message (gRPC) or body (HTTP), refused before it is parsed.
+  RequestLimits limits;
+  int64_t max_request_bytes = int64_t{4} << 20;
 
   // Cross-field checks (ports, limits, TLS pairs, policy). InvalidArgument naming the
   // setting.

@@ -17,6 +17,9 @@
 #include "server/router/router_metrics.h"
 #include "server/router/router_model.h"
 #include "server/router/router_services.h"
+#include "server/inference_edge.h"
+#include "server/inference_service.h"
+#include "server/model_catalog.h"
 #include "server/router/worker_addresses.h"
 #include "spdlog/spdlog.h"
 
@@ -91,7 +94,6 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
   co.max_queued = static_cast<size_t>(std::max(o.max_queued, 1));
   co.consolidation_interval = r.consolidation_interval;
   co.idle_grace = r.idle_grace;
-  co.max_context = model->max_context;
   absl::StatusOr<std::unique_ptr<ClusterFrontend>> frontend =
       ClusterFrontend::Create(model->serving->tokenizer.get(), co);
   if (!frontend.ok()) return frontend.status();
@@ -113,8 +115,10 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
   BearerAuth auth = *std::move(admin_auth);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentialsFor(o);
   std::atomic<bool> serving{false};
-  RouterInferenceService inference(model->serving.get(), model->max_context, fe, &metrics,
-                                   &serving);
+  ClusterModelCatalog catalog(model->serving->name, model->max_context, fe);
+  InferenceEdge edge({model->serving.get(), fe, &catalog, LimitsFor(o, model->max_context),
+                      &metrics, &serving});
+  InferenceService inference(&edge);
   AdminFanout fanout(r.worker_admin_port, r.worker_admin_port_offset);
   RouterAdminService admin(model->serving.get(), fe, std::move(auth), &serving,
                            o.kv_page_size, &fanout);
@@ -125,7 +129,8 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
   } else {
     EnableHealthAndReflection();
     absl::StatusOr<std::unique_ptr<grpc::Server>> is = StartGrpcServer(
-        ListenAddress(o.host, o.port), *creds, &inference, "loom.v1.Inference");
+        ListenAddress(o.host, o.port), *creds, &inference, "loom.v1.Inference",
+        o.max_request_bytes);
     absl::StatusOr<std::unique_ptr<grpc::Server>> as =
         is.ok() ? StartGrpcServer(ListenAddress(o.admin_host, o.admin_port), *creds, &admin,
                                   "loom.v1.Admin")

@@ -1,11 +1,11 @@
-#include "scheduler/cluster/client_stream.h"
+#include "scheduler/frontend/client_stream.h"
 
 #include <utility>
 
 namespace loom {
 
-absl::StatusOr<std::unique_ptr<ClientStream>> ClientStream::Create(
-    const Tokenizer& tokenizer, const EngineRequest& request) {
+absl::StatusOr<std::unique_ptr<ClientStream>> ClientStream::Create(const Tokenizer& tokenizer,
+                                                                   FrontendRequest request) {
   if (request.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
   std::vector<int32_t> stop_ids;
   if (request.stop_at_end_of_generation) stop_ids = tokenizer.end_of_generation_ids();
@@ -13,16 +13,27 @@ absl::StatusOr<std::unique_ptr<ClientStream>> ClientStream::Create(
       StopChecker::Create(request.stop_strings, std::move(stop_ids), request.max_tokens);
   if (!stop.ok()) return stop.status();
   return std::unique_ptr<ClientStream>(
-      new ClientStream(tokenizer, *std::move(stop),
-                       static_cast<int>(request.prompt.size()), request.max_tokens));
+      new ClientStream(tokenizer, *std::move(stop), std::move(request)));
 }
 
-ClientStream::ClientStream(const Tokenizer& tokenizer, StopChecker stop, int prompt_tokens,
-                           int max_tokens)
-    : detok_(tokenizer),
-      stop_(std::move(stop)),
-      prompt_tokens_(prompt_tokens),
-      max_tokens_(max_tokens) {}
+ClientStream::ClientStream(const Tokenizer& tokenizer, StopChecker stop,
+                           FrontendRequest request)
+    : request_(std::move(request)), detok_(tokenizer), stop_(std::move(stop)) {}
+
+WorkerRequest ClientStream::Placement() const {
+  WorkerRequest w;
+  w.adapter_id = request_.adapter_id;
+  w.context = request_.prompt;
+  w.context.insert(w.context.end(), generated_.begin(), generated_.end());
+  w.generated_before = static_cast<int>(generated_.size());
+  w.sampling = request_.sampling;
+  w.max_new_tokens = remaining();
+  w.stop_at_end_of_generation = request_.stop_at_end_of_generation;
+  w.logprobs = request_.logprobs || request_.top_logprobs > 0;
+  w.top_logprobs = request_.top_logprobs;
+  w.deadline = request_.deadline;
+  return w;
+}
 
 StreamEvent ClientStream::OnTokens(const WorkerEvent& event) {
   StreamEvent ev;
@@ -32,7 +43,6 @@ StreamEvent ClientStream::OnTokens(const WorkerEvent& event) {
     ev.token_ids.push_back(tok);
     if (i < event.logprobs.size()) ev.token_logprobs.push_back(event.logprobs[i]);
     if (i < event.top_logprobs.size()) ev.top_logprobs.push_back(event.top_logprobs[i]);
-    // Same per-token sequence as Engine::HandleLogits, so the text is identical.
     absl::StatusOr<std::string> piece = detok_.Push(tok);
     const StopChecker::Step st = stop_.Update(tok, piece.ok() ? *piece : std::string());
     ev.text += st.text;
@@ -43,7 +53,7 @@ StreamEvent ClientStream::OnTokens(const WorkerEvent& event) {
       ev.finish_reason = st.reason;
     }
   }
-  ev.prompt_tokens = prompt_tokens_;
+  ev.prompt_tokens = static_cast<int>(request_.prompt.size());
   ev.completion_tokens = static_cast<int>(generated_.size());
   return ev;
 }
@@ -59,7 +69,7 @@ StreamEvent ClientStream::Finish(absl::Status error, bool end_of_generation) {
   } else {
     ev.error = std::move(error);
   }
-  ev.prompt_tokens = prompt_tokens_;
+  ev.prompt_tokens = static_cast<int>(request_.prompt.size());
   ev.completion_tokens = static_cast<int>(generated_.size());
   return ev;
 }

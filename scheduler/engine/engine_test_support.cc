@@ -1,19 +1,33 @@
-#include "scheduler/cluster/worker_test_support.h"
+#include "scheduler/engine/engine_test_support.h"
 
 #include "absl/synchronization/notification.h"
 #include "models/lora/peft_writer.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/sgmv/cpu_lora_ops.h"
 #include "models/testing/test_model.h"
+#include "models/weights/model_source.h"
 
 namespace loom::testing {
 
 absl::StatusOr<std::unique_ptr<WorkerWorld>> WorkerWorld::Create(
-    const std::string& adapter_dir, int threads) {
+    const std::string& adapter_dir, int threads, EngineOptions engine_options) {
   auto w = std::make_unique<WorkerWorld>();
-  absl::StatusOr<std::unique_ptr<ServingModel>> model =
-      ServingModel::Load(DefaultModelPath(), threads);
+  w->pool = std::make_unique<kernels::ThreadPool>(threads);
+  w->backend = kernels::CreateCpuBackendOnPool(w->pool.get());
+  w->lora_ops = kernels::CreateCpuLoraOps(w->pool.get());
+  absl::StatusOr<std::unique_ptr<ModelSource>> source = ModelSource::Open(DefaultModelPath());
+  if (!source.ok()) return source.status();
+  const Vocabulary vocab = (*source)->vocabulary();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::Create(vocab);
+  if (!tok.ok()) return tok.status();
+  w->tokenizer = *std::move(tok);
+  absl::StatusOr<ChatTemplate> chat = ChatTemplate::ChatML(*w->tokenizer, vocab);
+  if (chat.ok()) w->chat.emplace(*std::move(chat));
+  absl::StatusOr<std::unique_ptr<LlamaModel>> model =
+      LlamaModel::Create(*std::move(source), w->backend.get(), w->lora_ops.get());
   if (!model.ok()) return model.status();
   w->model = *std::move(model);
-  const LlamaConfig& config = w->model->model->config();
+  const LlamaConfig& config = w->model->config();
   w->adapter_dir = adapter_dir;
   for (int i = 0; i < 2; ++i) {
     SyntheticAdapterSpec spec;
@@ -27,17 +41,24 @@ absl::StatusOr<std::unique_ptr<WorkerWorld>> WorkerWorld::Create(
     if (!s.ok()) return s;
   }
   w->store = std::make_unique<AdapterStore>(config, AdapterStore::Options());
-  w->engine_options.kv.n_pages = 256;
-  w->engine_options.max_running = 16;
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(w->model->model.get(), w->model->tokenizer.get(), w->store.get(),
-                     nullptr, w->engine_options);
+  if (engine_options.kv.n_pages == 0) engine_options.kv.n_pages = 256;
+  w->engine_options = engine_options;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = w->NewEngine(w->engine_options);
   if (!engine.ok()) return engine.status();
   w->engine = *std::move(engine);
   return w;
 }
 
-WorkerWorld::~WorkerWorld() { engine.reset(); }
+absl::StatusOr<std::unique_ptr<Engine>> WorkerWorld::NewEngine(EngineOptions options) const {
+  return Engine::Create(model.get(), tokenizer->end_of_generation_ids(), store.get(), nullptr,
+                        options);
+}
+
+WorkerWorld::~WorkerWorld() {
+  engine.reset();
+  store.reset();
+  model.reset();
+}
 
 WorkerCallback EventCollector::Callback() {
   return [this](const WorkerEvent& e) {
@@ -102,35 +123,8 @@ std::unique_ptr<EventCollector> RunToEnd(Worker* worker, const WorkerRequest& re
   return c;
 }
 
-absl::StatusOr<std::vector<int32_t>> EngineTokens(Engine* engine,
-                                                  const WorkerRequest& request) {
-  EngineRequest r;
-  r.adapter_id = request.adapter_id;
-  r.prompt = request.context;
-  r.sampling = request.sampling;
-  r.max_tokens = request.max_new_tokens;
-  r.stop_at_end_of_generation = request.stop_at_end_of_generation;
-  absl::Mutex mu;
-  std::vector<int32_t> tokens;
-  absl::Status error;
-  bool done = false;
-  absl::StatusOr<uint64_t> id = engine->Submit(r, [&](const StreamEvent& e) {
-    absl::MutexLock l(&mu);
-    tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
-    if (e.finished) {
-      error = e.error;
-      done = true;
-    }
-  });
-  if (!id.ok()) return id.status();
-  absl::MutexLock l(&mu);
-  mu.Await(absl::Condition(&done));
-  if (!error.ok()) return error;
-  return tokens;
-}
-
 std::vector<int32_t> Encode(const WorkerWorld& world, const std::string& text) {
-  absl::StatusOr<std::vector<int32_t>> ids = world.model->tokenizer->Encode(text, false);
+  absl::StatusOr<std::vector<int32_t>> ids = world.tokenizer->Encode(text, false);
   return ids.ok() ? *ids : std::vector<int32_t>();
 }
 

@@ -1,4 +1,4 @@
-#include "scheduler/cluster/fake_worker.h"
+#include "scheduler/worker/fake_worker.h"
 
 #include <algorithm>
 #include <utility>

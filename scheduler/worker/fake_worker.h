@@ -5,8 +5,8 @@
 // UNAVAILABLE, Load and Start fail), AbortAll (the worker drops its requests: ABORTED),
 // a per-request stall point, and tokens leaked after a Cancel (which the frontend must
 // drop).
-#ifndef LOOM_SCHEDULER_CLUSTER_FAKE_WORKER_H_
-#define LOOM_SCHEDULER_CLUSTER_FAKE_WORKER_H_
+#ifndef LOOM_SCHEDULER_WORKER_FAKE_WORKER_H_
+#define LOOM_SCHEDULER_WORKER_FAKE_WORKER_H_
 
 #include <cstdint>
 #include <deque>
@@ -16,7 +16,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "scheduler/cluster/worker.h"
+#include "scheduler/worker/worker.h"
 
 namespace loom {
 
@@ -87,4 +87,4 @@ class FakeWorker final : public Worker {
 
 }  // namespace loom
 
-#endif  // LOOM_SCHEDULER_CLUSTER_FAKE_WORKER_H_
+#endif  // LOOM_SCHEDULER_WORKER_FAKE_WORKER_H_

@@ -1,33 +1,54 @@
 // Test support for Worker implementations: the real default model with an engine and an
-// adapter store, a collector of one generation's WorkerEvents, and the engine's own
-// output for the same request (the reference a worker must reproduce).
-#ifndef LOOM_SCHEDULER_CLUSTER_WORKER_TEST_SUPPORT_H_
-#define LOOM_SCHEDULER_CLUSTER_WORKER_TEST_SUPPORT_H_
+// adapter store (the reference every worker must reproduce), and a collector of one
+// generation's WorkerEvents.
+#ifndef LOOM_SCHEDULER_ENGINE_ENGINE_TEST_SUPPORT_H_
+#define LOOM_SCHEDULER_ENGINE_ENGINE_TEST_SUPPORT_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/lora_ops.h"
+#include "models/llama/llama_model.h"
 #include "models/lora/adapter_store.h"
-#include "scheduler/cluster/worker.h"
+#include "models/tokenizer/chat_template.h"
+#include "models/tokenizer/tokenizer.h"
 #include "scheduler/engine/engine.h"
-#include "server/serving_model.h"
+#include "scheduler/worker/worker.h"
 
 namespace loom::testing {
 
 // Everything a worker runs on. Build with Create(); members are destroyed engine first.
 struct WorkerWorld {
-  // Loads the default model with `threads` kernel threads; writes two synthetic PEFT
-  // adapters (rank 8 and 16) under `adapter_dir`/a0 and /a1 (not registered).
-  static absl::StatusOr<std::unique_ptr<WorkerWorld>> Create(const std::string& adapter_dir,
-                                                             int threads = 2);
+  // Loads the default model on the CPU backend with `threads` kernel threads; writes
+  // two synthetic PEFT adapters (rank 8 and 16) under `adapter_dir`/a0 and /a1 (not
+  // registered); starts an engine with `engine_options` (kv.n_pages 256 unless set).
+  static absl::StatusOr<std::unique_ptr<WorkerWorld>> Create(
+      const std::string& adapter_dir, int threads = 2,
+      EngineOptions engine_options = DefaultOptions());
+  static EngineOptions DefaultOptions() {
+    EngineOptions o;
+    o.max_running = 16;
+    return o;
+  }
   ~WorkerWorld();
+
+  // Another engine on the same model and store.
+  absl::StatusOr<std::unique_ptr<Engine>> NewEngine(EngineOptions options) const;
 
   EngineOptions engine_options;
   std::string adapter_dir;
-  std::unique_ptr<ServingModel> model;
+  std::unique_ptr<kernels::ThreadPool> pool;
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<kernels::LoraOps> lora_ops;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::optional<ChatTemplate> chat;
+  std::unique_ptr<LlamaModel> model;
   std::unique_ptr<AdapterStore> store;
   std::unique_ptr<Engine> engine;
 };
@@ -58,15 +79,13 @@ class EventCollector {
   bool after_final_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Runs `request` on `worker` to the end; the collector (check final_event().error).
+// Runs `request` on `worker` to the end; the collector (check final_event().error). A
+// refusal at Start becomes the final event's error.
 std::unique_ptr<EventCollector> RunToEnd(Worker* worker, const WorkerRequest& request);
-
-// The engine's tokens for the same generation, submitted directly (no stop strings).
-absl::StatusOr<std::vector<int32_t>> EngineTokens(Engine* engine, const WorkerRequest& request);
 
 // Token ids of `text` (no BOS) under the world's tokenizer.
 std::vector<int32_t> Encode(const WorkerWorld& world, const std::string& text);
 
 }  // namespace loom::testing
 
-#endif  // LOOM_SCHEDULER_CLUSTER_WORKER_TEST_SUPPORT_H_
+#endif  // LOOM_SCHEDULER_ENGINE_ENGINE_TEST_SUPPORT_H_

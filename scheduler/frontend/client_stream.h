@@ -1,21 +1,21 @@
-// ClientStream: the client-facing half of one request in the cluster. Workers stream
-// token ids only; this turns them into the StreamEvents a client sees (text through an
-// IncrementalDetokenizer and a StopChecker, usage counts), exactly as the single-process
-// engine does, and keeps the generated ids so the request can be re-placed on another
-// worker with context = prompt + generated() (cancel + re-add with recomputation).
+// ClientStream: the ONE text layer. Workers stream token ids only; this turns them into
+// the StreamEvents a client sees (text through an IncrementalDetokenizer and a
+// StopChecker, logprobs per token, usage counts) and keeps the generated ids, so the
+// request can be (re-)placed on any worker with context = prompt + generated()
+// (Placement(): cancel + re-add with recomputation).
 //
 // Because the detokenizer and stop-checker state live here and not on a worker, a
 // migration or failover is invisible to the client: the text stream continues from the
 // same state, a stop string may span tokens produced by two workers, and usage counts
 // every token once.
 //
-// Thread safety: none; one owner (the frontend's control thread).
-#ifndef LOOM_SCHEDULER_CLUSTER_CLIENT_STREAM_H_
-#define LOOM_SCHEDULER_CLUSTER_CLIENT_STREAM_H_
+// Thread safety: none; one owner at a time (a frontend's control thread, or the local
+// frontend's call under its mutex).
+#ifndef LOOM_SCHEDULER_FRONTEND_CLIENT_STREAM_H_
+#define LOOM_SCHEDULER_FRONTEND_CLIENT_STREAM_H_
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,17 +23,22 @@
 #include "models/sampling/stop_checker.h"
 #include "models/tokenizer/incremental_detokenizer.h"
 #include "models/tokenizer/tokenizer.h"
-#include "scheduler/cluster/worker.h"
-#include "scheduler/engine/engine_request.h"
+#include "scheduler/frontend/frontend.h"
+#include "scheduler/worker/worker.h"
 
 namespace loom {
 
 class ClientStream {
  public:
-  // Validates the text-side parts of `request` (stop strings, max_tokens >= 1, prompt
-  // non-empty); InvalidArgument otherwise. `tokenizer` must outlive the stream.
+  // InvalidArgument for an empty prompt, max_tokens < 1 or a bad stop string (the
+  // StopChecker's rules). `tokenizer` must outlive the stream.
   static absl::StatusOr<std::unique_ptr<ClientStream>> Create(const Tokenizer& tokenizer,
-                                                              const EngineRequest& request);
+                                                              FrontendRequest request);
+
+  // The worker request that continues this stream from where it is: context = prompt +
+  // generated(), generated_before = generated().size(), max_new_tokens = remaining().
+  // REQUIRES: !finished().
+  WorkerRequest Placement() const;
 
   // Accounts the tokens of one worker event, in order, and returns the client event for
   // them. Tokens after the one that finishes the request (stop id, stop string,
@@ -44,28 +49,25 @@ class ClientStream {
   // The final event for a request that ends without the stop checker finishing it:
   // `error` non-OK (cancelled, deadline, worker error: no text), or OK when the worker
   // ended generation itself (reason kStop if it saw end of generation, else kLength);
-  // held text is released then. Returns a finished event; no-op-safe to call once only.
+  // held text is released then. Returns a finished event; call at most once.
   StreamEvent Finish(absl::Status error, bool end_of_generation);
 
+  const FrontendRequest& request() const { return request_; }
   bool finished() const { return finished_; }
-  int prompt_tokens() const { return prompt_tokens_; }
-  int max_tokens() const { return max_tokens_; }
   // Tokens accepted so far (what the client has been sent or will be sent).
   const std::vector<int32_t>& generated() const { return generated_; }
-  int remaining() const { return max_tokens_ - static_cast<int>(generated_.size()); }
+  int remaining() const { return request_.max_tokens - static_cast<int>(generated_.size()); }
 
  private:
-  ClientStream(const Tokenizer& tokenizer, StopChecker stop, int prompt_tokens,
-               int max_tokens);
+  ClientStream(const Tokenizer& tokenizer, StopChecker stop, FrontendRequest request);
 
+  const FrontendRequest request_;
   IncrementalDetokenizer detok_;
   StopChecker stop_;
-  const int prompt_tokens_;
-  const int max_tokens_;
   std::vector<int32_t> generated_;
   bool finished_ = false;
 };
 
 }  // namespace loom
 
-#endif  // LOOM_SCHEDULER_CLUSTER_CLIENT_STREAM_H_
+#endif  // LOOM_SCHEDULER_FRONTEND_CLIENT_STREAM_H_
