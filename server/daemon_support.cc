@@ -73,6 +73,12 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   return server;
 }
 
+void PublishAdapterRequests(const Engine& engine, const ServerOptions& o,
+                            ServerMetrics* metrics) {
+  const EngineStats st = engine.GetStats();
+  metrics->lora_requests_info()->Set(st.running_adapters, st.waiting_adapters, o.max_running);
+}
+
 RequestLimits LimitsFor(const ServerOptions& o, int max_context) {
   RequestLimits limits = o.limits;
   limits.max_context = max_context;
@@ -93,15 +99,42 @@ EngineOptions ToEngineOptions(const ServerOptions& o) {
   return e;
 }
 
-int WaitForTerminationSignal() {
+int WaitForTerminationSignal(const std::function<void()>& on_hangup) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
+  sigaddset(&set, SIGHUP);
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig != SIGHUP) return sig;
+    if (on_hangup) on_hangup();
   }
-  return sig;
+}
+
+absl::StatusOr<std::unique_ptr<Admission>> StartAdmission(const ServerOptions& o,
+                                                          ServerMetrics* metrics) {
+  AdmissionOptions ao;
+  ao.max_streams_per_tenant = o.max_streams_per_tenant;
+  auto admission = std::make_unique<Admission>(ao, metrics);
+  if (o.api_keys_file.empty()) return admission;
+  if (absl::Status s = admission->LoadKeys(o.api_keys_file); !s.ok()) return s;
+  spdlog::info("event=api_keys_loaded path={}", o.api_keys_file);
+  return admission;
+}
+
+void ReloadApiKeys(const ServerOptions& o, Admission* admission) {
+  if (o.api_keys_file.empty()) {
+    spdlog::info("event=sighup api_keys_file=none");
+    return;
+  }
+  if (absl::Status s = admission->LoadKeys(o.api_keys_file); !s.ok()) {
+    spdlog::error("event=api_keys_reload_failed keeping=previous error=\"{}\"",
+                  std::string(s.message()));
+    return;
+  }
+  spdlog::info("event=api_keys_reloaded path={}", o.api_keys_file);
 }
 
 absl::Status StartMetricsEndpoint(const ServerOptions& o, ServerMetrics* metrics,

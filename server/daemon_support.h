@@ -4,6 +4,7 @@
 #ifndef LOOM_SERVER_DAEMON_SUPPORT_H_
 #define LOOM_SERVER_DAEMON_SUPPORT_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,7 @@
 #include "server/metrics/http_endpoint.h"
 #include "server/metrics/server_metrics.h"
 #include "server/server_config.h"
+#include "server/tenants/admission.h"
 
 namespace loom {
 
@@ -49,12 +51,23 @@ absl::Status StartMetricsEndpoint(const ServerOptions& options, ServerMetrics* m
 // required) when none is configured. Errors of BearerAuth::FromFile.
 absl::StatusOr<BearerAuth> AdminAuthFor(const ServerOptions& options);
 
+// Sets loom_lora_requests_info from the engine's running / waiting adapters (the scrape
+// hook of the roles with an engine); max_lora = max_running.
+void PublishAdapterRequests(const Engine& engine, const ServerOptions& options,
+                            ServerMetrics* metrics);
+
 // The engine settings of `options`.
 EngineOptions ToEngineOptions(const ServerOptions& options);
 
-// Blocks until SIGTERM or SIGINT (which main() must have blocked in every thread) and
-// returns it.
-int WaitForTerminationSignal();
+// Blocks until SIGTERM or SIGINT (which main() must have blocked in every thread, with
+// SIGHUP) and returns it; each SIGHUP meanwhile runs `on_hangup`.
+int WaitForTerminationSignal(const std::function<void()>& on_hangup = nullptr);
+
+// The inference admission of `options` (api_keys_file loaded when given: its errors).
+absl::StatusOr<std::unique_ptr<Admission>> StartAdmission(const ServerOptions& options,
+                                                          ServerMetrics* metrics);
+// SIGHUP: reloads api_keys_file; a bad file keeps the keys in force and logs why.
+void ReloadApiKeys(const ServerOptions& options, Admission* admission);
 
 }  // namespace loom
 

@@ -15,11 +15,20 @@
 
 namespace loom {
 
+std::string Authorization(const grpc::CallbackServerContext& ctx) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("authorization");
+  return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
 struct GenerateReactor::State {
   absl::Mutex mu;
   StreamWriter<grpc::ByteBuffer> writer ABSL_GUARDED_BY(mu);
   bool cancelled ABSL_GUARDED_BY(mu) = false;
   std::optional<uint64_t> id ABSL_GUARDED_BY(mu);
+  AdmissionTicket ticket ABSL_GUARDED_BY(mu);
+  int prompt_tokens ABSL_GUARDED_BY(mu) = 0;
+  int completion_tokens ABSL_GUARDED_BY(mu) = 0;
   // Set before Submit, constant after.
   Frontend* frontend = nullptr;
   ServerMetrics* metrics = nullptr;
@@ -38,6 +47,9 @@ struct GenerateReactor::State {
     grpc::ServerWriteReactor<grpc::ByteBuffer>* r = writer.Pump();
     if (r == nullptr) return;
     const grpc::Status& status = writer.status();
+    ticket.Finish(static_cast<absl::StatusCode>(status.error_code()), prompt_tokens,
+                  completion_tokens);
+    ticket = AdmissionTicket();  // the tenant's stream slot is free again
     if (metrics != nullptr) {
       metrics->RecordRequest(adapter_id, static_cast<absl::StatusCode>(status.error_code()));
     }
@@ -56,6 +68,8 @@ struct GenerateReactor::State {
   void OnEvent(const StreamEvent& e) {
     absl::MutexLock l(&mu);
     if (writer.final_seen()) return;
+    prompt_tokens = e.prompt_tokens;
+    completion_tokens = e.completion_tokens;
     const bool has_payload = !e.text.empty() || !e.token_ids.empty();
     // A failed final event's tokens still go out before the error status.
     if (has_payload || (e.finished && e.error.ok())) {
@@ -91,20 +105,29 @@ void GenerateReactor::Start(const InferenceEdge* edge, grpc::CallbackServerConte
   state->adapter_id = proto.adapter_id();
   state->logprobs = proto.logprobs() || proto.top_logprobs() > 0;
   state->top = proto.top_logprobs();
-  absl::StatusOr<FrontendRequest> req =
-      parsed.ok() ? edge->Prepare(FromProto(proto)) : absl::StatusOr<FrontendRequest>(parsed);
+  absl::StatusOr<PreparedRequest> req =
+      parsed.ok() ? edge->Prepare(Authorization(*ctx), FromProto(proto))
+                  : absl::StatusOr<PreparedRequest>(parsed);
   if (!req.ok()) {
     absl::MutexLock l(&state->mu);
+    if (RetryAfter(req.status())) {
+      ctx->AddTrailingMetadata(
+          "retry-after", std::to_string(absl::ToInt64Seconds(*RetryAfter(req.status()))));
+    }
     state->End(req.status());
     return;
   }
+  {
+    absl::MutexLock l(&state->mu);
+    state->ticket = std::move(req->ticket);
+  }
   const auto deadline = ctx->deadline();
   if (deadline < std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
-    req->deadline = absl::FromChrono(deadline);
+    req->request.deadline = absl::FromChrono(deadline);
   }
   Frontend* frontend = state->frontend;
   absl::StatusOr<uint64_t> id = frontend->Submit(
-      *std::move(req), [state](const StreamEvent& e) { state->OnEvent(e); });
+      std::move(req->request), [state](const StreamEvent& e) { state->OnEvent(e); });
   absl::MutexLock l(&state->mu);
   if (!id.ok()) {
     state->End(id.status());

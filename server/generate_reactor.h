@@ -20,6 +20,9 @@
 
 namespace loom {
 
+// The call's "authorization" metadata ("Bearer KEY"), "" when absent.
+std::string Authorization(const grpc::CallbackServerContext& ctx);
+
 class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // Starts the call; the reactor deletes itself in OnDone. `request` holds a serialized

@@ -1,7 +1,7 @@
 // InferenceEdge: what every inference protocol shares, in the single and the router role
-// alike: the served model's tokenizer and chat template, the request limits, the one
-// validation (request_validation.h), the Frontend that runs requests, the model catalog,
-// the metrics and the serving flag. loom.v1.Inference (inference_service.h) and the
+// alike: the served model's tokenizer and chat template, the one admission (API keys,
+// tenant limits: server/tenants/admission.h), the one validation (request_validation.h),
+// the Frontend that runs requests, the model catalog, the metrics and the serving flag. loom.v1.Inference (inference_service.h) and the
 // OpenAI HTTP API (server/openai) are thin protocol layers over it.
 // Thread-safe; every pointer must outlive the edge.
 #ifndef LOOM_SERVER_INFERENCE_EDGE_H_
@@ -15,8 +15,17 @@
 #include "server/model_catalog.h"
 #include "server/request_validation.h"
 #include "server/serving_model.h"
+#include "server/tenants/admission.h"
 
 namespace loom {
+
+// A request that passed the edge: ready for the Frontend, holding its admission (the
+// tenant's stream slots) until its streams end.
+struct PreparedRequest {
+  FrontendRequest request;
+  int n = 1;  // OpenAI choices: run n streams of `request` (distinct seeds)
+  AdmissionTicket ticket;
+};
 
 class InferenceEdge {
  public:
@@ -24,14 +33,24 @@ class InferenceEdge {
     const ServingModel* model = nullptr;  // tokenizer, chat template, name
     Frontend* frontend = nullptr;
     const ModelCatalog* catalog = nullptr;
+    Admission* admission = nullptr;
     RequestLimits limits;                 // limits.max_context set from the model
     ServerMetrics* metrics = nullptr;     // may be null
     const std::atomic<bool>* serving = nullptr;  // false: new requests fail UNAVAILABLE
   };
   explicit InferenceEdge(Deps deps) : deps_(std::move(deps)) {}
 
-  // Unavailable while not serving; else ValidateRequest's result.
-  absl::StatusOr<FrontendRequest> Prepare(const InferenceRequest& request) const;
+  // The one admission and validation of every protocol: Unavailable while not serving;
+  // then Admission::Admit's refusals (`authorization` is the Authorization header or
+  // metadata value, "" when absent); then ValidateRequest's. A refusal after admission
+  // is counted in the tenant's metrics.
+  absl::StatusOr<PreparedRequest> Prepare(std::string_view authorization,
+                                          const InferenceRequest& request) const;
+
+  // For calls that generate nothing: Admission::Authenticate.
+  absl::Status Authenticate(std::string_view authorization) const {
+    return deps_.admission->Authenticate(authorization);
+  }
 
   bool serving() const { return deps_.serving->load(std::memory_order_acquire); }
   const ServingModel& model() const { return *deps_.model; }

@@ -17,7 +17,8 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
                                                      grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   v1::TokenizeRequest req;
-  absl::Status parsed = ParseRequest(*request, &req);
+  absl::Status parsed = edge_->Authenticate(Authorization(*ctx));
+  if (parsed.ok()) parsed = ParseRequest(*request, &req);
   absl::StatusOr<std::vector<int32_t>> ids =
       parsed.ok() ? RenderPrompt(PromptOf(req), edge_->model(), edge_->limits())
                   : absl::StatusOr<std::vector<int32_t>>(parsed);
@@ -42,6 +43,10 @@ grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerConte
                                                        const v1::ListModelsRequest*,
                                                        v1::ListModelsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status s = edge_->Authenticate(Authorization(*ctx)); !s.ok()) {
+    reactor->Finish(GrpcStatusForClient(s));
+    return reactor;
+  }
   for (const ModelCard& card : edge_->catalog().List()) {
     v1::ModelInfo* m = response->add_models();
     m->set_id(card.id);

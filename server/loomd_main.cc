@@ -61,6 +61,15 @@ ABSL_FLAG(std::string, admin_host, "127.0.0.1", "admin listen address");
 ABSL_FLAG(int, admin_port, 50052, "admin port");
 ABSL_FLAG(std::string, metrics_host, "127.0.0.1", "HTTP /metrics and /healthz address");
 ABSL_FLAG(int, metrics_port, 9400, "HTTP /metrics and /healthz port (0 = off)");
+ABSL_FLAG(std::string, http_host, "127.0.0.1", "OpenAI-compatible HTTP API listen address");
+ABSL_FLAG(int, http_port, 8000, "OpenAI-compatible HTTP API port (0 = off)");
+ABSL_FLAG(int, http_threads, 32, "HTTP connections served at once");
+ABSL_FLAG(std::string, api_keys_file, "",
+          "inference API keys (JSON: tenants, their keys, adapters, tokens_per_minute); "
+          "reloaded on SIGHUP");
+ABSL_FLAG(bool, allow_unauthenticated_inference, false,
+          "serve inference without API keys off loopback");
+ABSL_FLAG(int, max_streams_per_tenant, 0, "concurrent streams per tenant (0 = unlimited)");
 ABSL_FLAG(int, max_batch_tokens, 512, "tokens per forward step");
 ABSL_FLAG(int, max_running, 64, "sequences in the running batch");
 ABSL_FLAG(int, max_queued, 1024, "waiting requests before RESOURCE_EXHAUSTED");
@@ -143,8 +152,10 @@ absl::Status ServeSingle(const ServerOptions& o) {
   const ServingModel* model = (*host)->model();
   LocalFrontend frontend(model->tokenizer.get(), engine);
   LocalModelCatalog catalog(model->name, engine->max_context(), (*host)->store());
-  InferenceEdge edge({model, &frontend, &catalog, LimitsFor(o, engine->max_context()),
-                      &metrics, &serving});
+  absl::StatusOr<std::unique_ptr<Admission>> admission = StartAdmission(o, &metrics);
+  if (!admission.ok()) return admission.status();
+  InferenceEdge edge({model, &frontend, &catalog, admission->get(),
+                      LimitsFor(o, engine->max_context()), &metrics, &serving});
   InferenceService inference(&edge);
   AdminService admin((*host)->model(), engine, (*host)->adapters(), std::move(auth), &serving,
                      o.kv_page_size);
@@ -157,11 +168,12 @@ absl::Status ServeSingle(const ServerOptions& o) {
       StartGrpcServer(ListenAddress(o.admin_host, o.admin_port), *creds, &admin,
                       "loom.v1.Admin");
   if (!admin_server.ok()) return admin_server.status();
+  metrics.SetScrapeHook([&] { PublishAdapterRequests(*engine, o, &metrics); });
   serving.store(true, std::memory_order_release);
   metrics.SetReady(true);
   spdlog::info("event=ready role=single max_context={}", engine->max_context());
 
-  const int sig = WaitForTerminationSignal();
+  const int sig = WaitForTerminationSignal([&] { ReloadApiKeys(o, admission->get()); });
   spdlog::info("event=shutdown signal={} grace_seconds={:.1f}", sig,
                absl::ToDoubleSeconds(o.shutdown_grace));
   serving.store(false, std::memory_order_release);
@@ -176,6 +188,7 @@ absl::Status ServeSingle(const ServerOptions& o) {
   stopper.join();
   (*admin_server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   http.Stop();
+  metrics.SetScrapeHook(nullptr);
   host->reset();
   spdlog::info("event=stopped");
   return absl::OkStatus();
@@ -203,6 +216,7 @@ int main(int argc, char** argv) {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   absl::SetProgramUsageMessage("loomd: the Loom LoRA serving daemon");

@@ -111,6 +111,14 @@ const std::map<std::string, Setter>& Setters() {
       {"admin_port", Int("admin_port", &ServerOptions::admin_port, 0, 65535)},
       {"metrics_host", Str(&ServerOptions::metrics_host)},
       {"metrics_port", Int("metrics_port", &ServerOptions::metrics_port, 0, 65535)},
+      {"http_host", Str(&ServerOptions::http_host)},
+      {"http_port", Int("http_port", &ServerOptions::http_port, 0, 65535)},
+      {"http_threads", Int("http_threads", &ServerOptions::http_threads, 1, 4096)},
+      {"api_keys_file", Str(&ServerOptions::api_keys_file)},
+      {"allow_unauthenticated_inference",
+       Bool("allow_unauthenticated_inference", &ServerOptions::allow_unauthenticated_inference)},
+      {"max_streams_per_tenant",
+       Int("max_streams_per_tenant", &ServerOptions::max_streams_per_tenant, 0, 1 << 20)},
       {"max_batch_tokens",
        Int("max_batch_tokens", &ServerOptions::max_batch_tokens, 1, 1 << 20)},
       {"max_running", Int("max_running", &ServerOptions::max_running, 1, 1 << 16)},
@@ -294,6 +302,21 @@ absl::Status ServerOptions::Validate() const {
         "admin_host = '%s' is not loopback: an admin_token_file or mTLS (tls_client_ca) "
         "is required",
         admin_host));
+  }
+  // Inference listeners: gRPC (single, router) and HTTP (when on).
+  const bool open_inference = api_keys_file.empty() && !allow_unauthenticated_inference;
+  auto exposed = [&](const char* name, const std::string& value) -> absl::Status {
+    if (!open_inference || IsLoopbackHost(value)) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s = '%s' is not loopback: serving inference off loopback requires an "
+        "api_keys_file (or allow_unauthenticated_inference=true to serve it open)",
+        name, value));
+  };
+  if (role != ServerRole::kWorker) {
+    if (absl::Status s = exposed("host", host); !s.ok()) return s;
+    if (http_port != 0) {
+      if (absl::Status s = exposed("http_host", http_host); !s.ok()) return s;
+    }
   }
   if (port != 0 && port == admin_port && host == admin_host) {
     return absl::InvalidArgumentError(

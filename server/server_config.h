@@ -52,6 +52,15 @@ struct ServerOptions {
   int admin_port = 50052;
   std::string metrics_host = "127.0.0.1";
   int metrics_port = 9400;                // 0 = no HTTP endpoint
+  // The OpenAI-compatible HTTP API (single and router roles).
+  std::string http_host = "127.0.0.1";
+  int http_port = 8000;                   // 0 = off
+  int http_threads = 32;                  // concurrent HTTP connections served
+  // Inference tenants (server/tenants): the API keys file; without one inference is
+  // open, which loomd allows only on loopback unless allow_unauthenticated_inference.
+  std::string api_keys_file;
+  bool allow_unauthenticated_inference = false;
+  int max_streams_per_tenant = 0;         // 0 = unlimited
   int max_batch_tokens = 512;
   int max_running = 64;
   int max_queued = 1024;

@@ -1,6 +1,7 @@
 #include "scheduler/cluster/cluster_frontend.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -509,6 +510,14 @@ void ClusterFrontend::Publish(absl::Time now) {
   s.migrations = migrations_;
   s.failovers = failovers_;
   s.completed = completed_;
+  std::set<std::string> running, waiting;
+  for (const auto& [id, r] : requests_) {
+    const std::string& a = r->stream->request().adapter_id;
+    if (a.empty()) continue;
+    (r->worker >= 0 ? running : waiting).insert(a);
+  }
+  s.running_adapters.assign(running.begin(), running.end());
+  s.waiting_adapters.assign(waiting.begin(), waiting.end());
   absl::MutexLock l(&mu_);
   status_ = std::move(s);
 }

@@ -83,6 +83,9 @@ struct ClusterStatus {
   uint64_t completed = 0;     // requests finished (any outcome)
   std::vector<std::string> idle_workers;  // ComputeScaleSignals: safe to release
   bool want_more = false;     // requests wait and no worker is idle
+  // Distinct adapter ids of placed / queued requests, sorted (the base model omitted).
+  std::vector<std::string> running_adapters;
+  std::vector<std::string> waiting_adapters;
 };
 
 class ClusterFrontend final : public Frontend {

@@ -101,7 +101,12 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
   AddNewWorkers(*items, factory, fe);
 
   RouterMetrics router_metrics(&metrics);
-  metrics.SetScrapeHook([&] { router_metrics.Update(fe->GetStatus()); });
+  metrics.SetScrapeHook([&] {
+    const ClusterStatus st = fe->GetStatus();
+    router_metrics.Update(st);
+    metrics.lora_requests_info()->Set(st.running_adapters, st.waiting_adapters,
+                                      r.max_batch_size);
+  });
 
   absl::Notification stop_resolver;
   std::thread resolver([&] {
@@ -116,8 +121,10 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentialsFor(o);
   std::atomic<bool> serving{false};
   ClusterModelCatalog catalog(model->serving->name, model->max_context, fe);
-  InferenceEdge edge({model->serving.get(), fe, &catalog, LimitsFor(o, model->max_context),
-                      &metrics, &serving});
+  absl::StatusOr<std::unique_ptr<Admission>> admission = StartAdmission(o, &metrics);
+  if (!admission.ok()) return admission.status();
+  InferenceEdge edge({model->serving.get(), fe, &catalog, admission->get(),
+                      LimitsFor(o, model->max_context), &metrics, &serving});
   InferenceService inference(&edge);
   AdminFanout fanout(r.worker_admin_port, r.worker_admin_port_offset);
   RouterAdminService admin(model->serving.get(), fe, std::move(auth), &serving,
@@ -144,7 +151,7 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
     metrics.SetReady(true);
     spdlog::info("event=ready role=router placement={} max_batch_size={}", r.placement,
                  r.max_batch_size);
-    const int sig = WaitForTerminationSignal();
+    const int sig = WaitForTerminationSignal([&] { ReloadApiKeys(o, admission->get()); });
     spdlog::info("event=shutdown signal={} grace_seconds={:.1f}", sig,
                  absl::ToDoubleSeconds(o.shutdown_grace));
     serving.store(false, std::memory_order_release);

@@ -60,7 +60,7 @@ class RouterServicesTest : public ::testing::Test {
     RequestLimits limits;
     limits.max_context = 512;
     edge_ = std::make_unique<InferenceEdge>(InferenceEdge::Deps{
-        &model_, frontend_.get(), catalog_.get(), limits, &metrics_, &serving_});
+        &model_, frontend_.get(), catalog_.get(), &admission_, limits, &metrics_, &serving_});
     inference_ = std::make_unique<InferenceService>(edge_.get());
     admin_ = std::make_unique<RouterAdminService>(&model_, frontend_.get(), BearerAuth(),
                                                   &serving_, 16);
@@ -90,6 +90,7 @@ class RouterServicesTest : public ::testing::Test {
   std::atomic<bool> serving_{true};
   std::unique_ptr<ClusterFrontend> frontend_;
   FakeWorker* a_ = nullptr;
+  Admission admission_{AdmissionOptions()};
   std::unique_ptr<ClusterModelCatalog> catalog_;
   std::unique_ptr<InferenceEdge> edge_;
   std::unique_ptr<InferenceService> inference_;

@@ -42,6 +42,7 @@ absl::Status RunWorkerRole(const ServerOptions& o) {
       StartGrpcServer(ListenAddress(o.admin_host, o.admin_port), *creds, &admin,
                       "loom.v1.Admin");
   if (!admin_server.ok()) return admin_server.status();
+  metrics.SetScrapeHook([&] { PublishAdapterRequests(*engine, o, &metrics); });
   serving.store(true, std::memory_order_release);
   metrics.SetReady(true);
   spdlog::info("event=ready role=worker max_context={}", engine->max_context());
@@ -61,6 +62,7 @@ absl::Status RunWorkerRole(const ServerOptions& o) {
   (*worker_server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   (*admin_server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   http.Stop();
+  metrics.SetScrapeHook(nullptr);
   host->reset();
   spdlog::info("event=stopped");
   return absl::OkStatus();
