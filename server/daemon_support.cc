@@ -79,6 +79,23 @@ void PublishAdapterRequests(const Engine& engine, const ServerOptions& o,
   metrics->lora_requests_info()->Set(st.running_adapters, st.waiting_adapters, o.max_running);
 }
 
+OpenAiServerOptions OpenAiOptionsFor(const ServerOptions& o, const BearerAuth& admin_auth) {
+  OpenAiServerOptions h;
+  h.threads = o.http_threads;
+  h.max_body_bytes = o.max_request_bytes;
+  h.admin_auth = admin_auth;
+  h.adapter_calls_without_token = !admin_auth.required() && IsLoopbackHost(o.http_host);
+  return h;
+}
+
+absl::Status StartOpenAiServer(const ServerOptions& o, OpenAiServer* server) {
+  if (o.http_port == 0) return absl::OkStatus();
+  if (absl::Status s = server->Start(o.http_host, o.http_port); !s.ok()) return s;
+  spdlog::info("event=listening service=openai_http address={}",
+               ListenAddress(o.http_host, server->port()));
+  return absl::OkStatus();
+}
+
 RequestLimits LimitsFor(const ServerOptions& o, int max_context) {
   RequestLimits limits = o.limits;
   limits.max_context = max_context;

@@ -14,6 +14,7 @@
 #include "server/bearer_auth.h"
 #include "server/metrics/http_endpoint.h"
 #include "server/metrics/server_metrics.h"
+#include "server/openai/openai_server.h"
 #include "server/server_config.h"
 #include "server/tenants/admission.h"
 
@@ -55,6 +56,13 @@ absl::StatusOr<BearerAuth> AdminAuthFor(const ServerOptions& options);
 // hook of the roles with an engine); max_lora = max_running.
 void PublishAdapterRequests(const Engine& engine, const ServerOptions& options,
                             ServerMetrics* metrics);
+
+// The OpenAI HTTP API's settings of `options` (admin token `admin_auth` for its adapter
+// calls, allowed without one only on a loopback listener).
+OpenAiServerOptions OpenAiOptionsFor(const ServerOptions& options, const BearerAuth& admin_auth);
+
+// Starts `server` on http_host:http_port and logs it; nothing when http_port is 0.
+absl::Status StartOpenAiServer(const ServerOptions& options, OpenAiServer* server);
 
 // The engine settings of `options`.
 EngineOptions ToEngineOptions(const ServerOptions& options);

@@ -34,6 +34,7 @@
 #include "scheduler/frontend/local_frontend.h"
 #include "server/inference_edge.h"
 #include "server/inference_service.h"
+#include "server/adapter_admin.h"
 #include "server/model_catalog.h"
 #include "server/metrics/http_endpoint.h"
 #include "server/metrics/server_metrics.h"
@@ -157,6 +158,8 @@ absl::Status ServeSingle(const ServerOptions& o) {
   InferenceEdge edge({model, &frontend, &catalog, admission->get(),
                       LimitsFor(o, engine->max_context()), &metrics, &serving});
   InferenceService inference(&edge);
+  LocalAdapterAdmin adapter_admin((*host)->adapters());
+  OpenAiServer openai(&edge, &adapter_admin, OpenAiOptionsFor(o, auth));
   AdminService admin((*host)->model(), engine, (*host)->adapters(), std::move(auth), &serving,
                      o.kv_page_size);
   EnableHealthAndReflection();
@@ -168,6 +171,7 @@ absl::Status ServeSingle(const ServerOptions& o) {
       StartGrpcServer(ListenAddress(o.admin_host, o.admin_port), *creds, &admin,
                       "loom.v1.Admin");
   if (!admin_server.ok()) return admin_server.status();
+  if (absl::Status s = StartOpenAiServer(o, &openai); !s.ok()) return s;
   metrics.SetScrapeHook([&] { PublishAdapterRequests(*engine, o, &metrics); });
   serving.store(true, std::memory_order_release);
   metrics.SetReady(true);
@@ -186,6 +190,7 @@ absl::Status ServeSingle(const ServerOptions& o) {
   });
   engine->Shutdown(o.shutdown_grace);
   stopper.join();
+  openai.Stop();  // its streams ended with the engine's requests
   (*admin_server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   http.Stop();
   metrics.SetScrapeHook(nullptr);

@@ -19,7 +19,8 @@ const char kGenerateUsage[] =
     "usage: loom generate [--model PATH] [--chat] [--max-tokens N] [--temperature T]\n"
     "                     [--top-p P] [--top-k K] [--min-p M] [--repeat-penalty R]\n"
     "                     [--seed S] [--stop STR] [--threads N]\n"
-    "                     [--system TEXT | --default-system] [--adapter PATH] PROMPT\n"
+    "                     [--system TEXT | --default-system] [--adapter PATH]\n"
+    "                     [--ignore-eos] PROMPT\n"
     "  --adapter: a PEFT LoRA directory or a llama.cpp GGUF-LoRA file.\n"
     "  --chat renders PROMPT as a ChatML user turn (no system line unless --system TEXT,\n"
     "  or --default-system for the model's own default line).\n";
@@ -61,6 +62,7 @@ absl::StatusOr<InferenceRequest> RequestOf(const CliArgs& flags, const ServingMo
   }
   if (flags.Has("stop")) req.stop.push_back(flags.GetString("stop", ""));
   if (flags.Has("adapter")) req.adapter_id = kCliAdapterId;
+  req.ignore_eos = flags.Has("ignore_eos");
   const std::string prompt = flags.positionals()[0];
   if (!flags.Has("chat")) {
     req.prompt.kind = PromptInput::Kind::kText;
@@ -108,7 +110,7 @@ struct Printer {
 absl::Status RunGenerate(const std::vector<std::string>& args) {
   const FlagSpec spec{{"model", "max_tokens", "temperature", "top_p", "top_k", "min_p",
                        "repeat_penalty", "seed", "stop", "threads", "system", "adapter"},
-                      {"chat", "default_system", "help"}};
+                      {"chat", "default_system", "ignore_eos", "help"}};
   LOOM_ASSIGN_OR_RETURN(flags, CliArgs::Parse(args, spec));
   if (flags.Has("help")) {
     std::fputs(kGenerateUsage, stdout);

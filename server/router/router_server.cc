@@ -16,6 +16,7 @@
 #include "server/router/admin_fanout.h"
 #include "server/router/router_metrics.h"
 #include "server/router/router_model.h"
+#include "server/router/cluster_adapter_admin.h"
 #include "server/router/router_services.h"
 #include "server/inference_edge.h"
 #include "server/inference_service.h"
@@ -108,6 +109,13 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
                                       r.max_batch_size);
   });
 
+  // Everything that can fail before a thread starts.
+  absl::StatusOr<BearerAuth> admin_auth = AdminAuthFor(o);
+  if (!admin_auth.ok()) return admin_auth.status();
+  BearerAuth auth = *std::move(admin_auth);
+  absl::StatusOr<std::unique_ptr<Admission>> admission = StartAdmission(o, &metrics);
+  if (!admission.ok()) return admission.status();
+
   absl::Notification stop_resolver;
   std::thread resolver([&] {
     while (!stop_resolver.WaitForNotificationWithTimeout(r.resolve_interval)) {
@@ -115,18 +123,15 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
     }
   });
 
-  absl::StatusOr<BearerAuth> admin_auth = AdminAuthFor(o);
-  if (!admin_auth.ok()) return admin_auth.status();
-  BearerAuth auth = *std::move(admin_auth);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentialsFor(o);
   std::atomic<bool> serving{false};
   ClusterModelCatalog catalog(model->serving->name, model->max_context, fe);
-  absl::StatusOr<std::unique_ptr<Admission>> admission = StartAdmission(o, &metrics);
-  if (!admission.ok()) return admission.status();
   InferenceEdge edge({model->serving.get(), fe, &catalog, admission->get(),
                       LimitsFor(o, model->max_context), &metrics, &serving});
   InferenceService inference(&edge);
   AdminFanout fanout(r.worker_admin_port, r.worker_admin_port_offset);
+  ClusterAdapterAdmin adapter_admin(fe, &fanout);
+  OpenAiServer openai(&edge, &adapter_admin, OpenAiOptionsFor(o, auth));
   RouterAdminService admin(model->serving.get(), fe, std::move(auth), &serving,
                            o.kv_page_size, &fanout);
   absl::Status result = absl::OkStatus();
@@ -145,6 +150,7 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
     if (is.ok()) inference_server = *std::move(is);
     if (as.ok()) admin_server = *std::move(as);
     if (!as.ok()) result = as.status();
+    if (result.ok()) result = StartOpenAiServer(o, &openai);
   }
   if (result.ok()) {
     serving.store(true, std::memory_order_release);
@@ -166,6 +172,7 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
   });
   fe->Shutdown(o.shutdown_grace);
   stopper.join();
+  openai.Stop();  // its streams ended with the frontend's requests
   if (admin_server) admin_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   stop_resolver.Notify();
   resolver.join();
