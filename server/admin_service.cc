@@ -42,14 +42,14 @@ v1::AdapterInfo ToProto(const AdapterInfo& a) {
   return out;
 }
 
-bool AdminService::Authorized(grpc::CallbackServerContext* ctx,
-                              grpc::ServerUnaryReactor* reactor) const {
-  if (!auth_.required()) return true;
+bool AuthorizeAdminCall(const BearerAuth& auth, grpc::CallbackServerContext* ctx,
+                        grpc::ServerUnaryReactor* reactor) {
+  if (!auth.required()) return true;
   std::string_view header;
   const auto& md = ctx->client_metadata();
   auto it = md.find("authorization");
   if (it != md.end()) header = std::string_view(it->second.data(), it->second.size());
-  absl::Status s = auth_.Check(header);
+  absl::Status s = auth.Check(header);
   if (s.ok()) return true;
   spdlog::warn("event=admin_unauthenticated peer={}", ctx->peer());
   reactor->Finish(GrpcStatusForClient(s));

@@ -22,6 +22,11 @@ inline constexpr char kLoomVersion[] = "loomd 0.1.0";
 // AdapterInfo as its wire message.
 v1::AdapterInfo ToProto(const AdapterInfo& a);
 
+// True when `auth` requires no token or the call's authorization metadata carries it;
+// otherwise finishes `reactor` with UNAUTHENTICATED (and logs the peer) and returns false.
+bool AuthorizeAdminCall(const BearerAuth& auth, grpc::CallbackServerContext* ctx,
+                        grpc::ServerUnaryReactor* reactor);
+
 class AdminService final : public v1::Admin::CallbackService {
  public:
   // Every pointer must outlive the service.
@@ -44,8 +49,9 @@ class AdminService final : public v1::Admin::CallbackService {
                                       v1::GetStatusResponse* response) override;
 
  private:
-  // OK, or the reactor has been finished with UNAUTHENTICATED.
-  bool Authorized(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) const;
+  bool Authorized(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) const {
+    return AuthorizeAdminCall(auth_, ctx, reactor);
+  }
 
   const ServingModel* const model_;
   Engine* const engine_;

@@ -1,12 +1,9 @@
 #include "server/openai/openai_server.h"
 
-#include <sys/socket.h>
-
-#include <atomic>
-
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "httplib.h"
+#include "server/metrics/http_listener.h"
 #include "nlohmann/json.hpp"
 #include "server/openai/completion_handler.h"
 #include "server/openai/openai_response.h"
@@ -109,32 +106,15 @@ absl::Status OpenAiServer::Start(const std::string& host, int port) {
   server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server->set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
   server->set_keep_alive_timeout(5);
-  // SO_REUSEADDR only (httplib's default SO_REUSEPORT would let a second process bind).
-  server->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
   server_ = std::move(server);
   Routes();
-  const int bound = port == 0 ? server_->bind_to_any_port(host)
-                              : (server_->bind_to_port(host, port) ? port : -1);
-  if (bound <= 0) {
+  absl::StatusOr<int> bound = StartHttpListener(server_.get(), host, port, &thread_);
+  if (!bound.ok()) {
     server_.reset();
-    return absl::UnavailableError(absl::StrCat("OpenAiServer: cannot bind ", host, ":", port));
+    return absl::Status(bound.status().code(),
+                        absl::StrCat("OpenAiServer: ", bound.status().message()));
   }
-  httplib::Server* raw = server_.get();
-  auto finished = std::make_shared<std::atomic<bool>>(false);
-  thread_ = std::thread([raw, finished] {
-    raw->listen_after_bind();
-    finished->store(true);
-  });
-  while (!raw->is_running() && !finished->load()) absl::SleepFor(absl::Milliseconds(1));
-  if (finished->load()) {
-    thread_.join();
-    server_.reset();
-    return absl::InternalError("OpenAiServer: accept loop ended at start");
-  }
-  port_ = bound;
+  port_ = *bound;
   return absl::OkStatus();
 }
 

@@ -45,20 +45,6 @@ void FillRouterStatus(const ClusterStatus& s, const std::string& base_model,
   out->set_failovers(s.failovers);
 }
 
-bool RouterAdminService::Authorized(grpc::CallbackServerContext* ctx,
-                                    grpc::ServerUnaryReactor* reactor) const {
-  if (!auth_.required()) return true;
-  std::string_view header;
-  const auto& md = ctx->client_metadata();
-  auto it = md.find("authorization");
-  if (it != md.end()) header = std::string_view(it->second.data(), it->second.size());
-  absl::Status s = auth_.Check(header);
-  if (s.ok()) return true;
-  spdlog::warn("event=admin_unauthenticated peer={}", ctx->peer());
-  reactor->Finish(GrpcStatusForClient(s));
-  return false;
-}
-
 std::vector<std::string> RouterAdminService::UpWorkers() const {
   std::vector<std::string> out;
   for (const ClusterWorkerStatus& w : frontend_->GetStatus().workers) {

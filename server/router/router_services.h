@@ -14,6 +14,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/loom/v1/admin.grpc.pb.h"
 #include "scheduler/cluster/cluster_frontend.h"
+#include "server/admin_service.h"
 #include "server/bearer_auth.h"
 #include "server/router/admin_fanout.h"
 #include "server/serving_model.h"
@@ -50,7 +51,9 @@ class RouterAdminService final : public v1::Admin::CallbackService {
                                         v1::DrainWorkerResponse* response) override;
 
  private:
-  bool Authorized(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) const;
+  bool Authorized(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) const {
+    return AuthorizeAdminCall(auth_, ctx, reactor);
+  }
   std::vector<std::string> UpWorkers() const;
 
   const ServingModel* const model_;
