@@ -458,6 +458,30 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
     }
     slot = &t;
   }
+  // Every tensor's dtype and shape are checked before the adapter's storage is allocated,
+  // so memory follows the bytes the file really holds, not the ranks its config claims.
+  // Returns whether the tensor is stored transposed, or the refusal.
+  auto check = [&](const SafetensorsTensor* t, int rank, LoraTarget target, int64_t rows,
+                   int64_t cols) -> absl::StatusOr<bool> {
+    if (!t->dtype.has_value()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16)", st_path, t->name,
+          QuoteUntrusted(t->dtype_name)));
+    }
+    const std::vector<int64_t> want = {rows, cols};
+    if (t->shape == want) return false;
+    if (*fifo && t->shape == std::vector<int64_t>{cols, rows}) return true;
+    const ProjectionShape ps = BaseProjectionShape(base, target);
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: tensor '%s': expected shape %s (rank %d, base %s %d -> %d), got %s", st_path,
+        t->name, ShapeStr(want), rank, PeftModuleName(target), ps.h_in, ps.h_out,
+        ShapeStr(t->shape)));
+  };
+  struct Layout {
+    bool a_transposed = false;
+    bool b_transposed = false;
+  };
+  std::map<std::pair<int, LoraTarget>, Layout> layouts;
   std::vector<LoraProjectionInfo> infos;
   for (const auto& [key, e] : expected) {
     const auto [layer, target] = key;
@@ -470,8 +494,12 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
                           e.a == nullptr ? "A" : "B"));
     }
     const ProjectionShape ps = BaseProjectionShape(base, target);
-    LoraProjectionInfo info{layer, target, e.rank, e.scale, ps.h_in, ps.h_out};
-    infos.push_back(info);
+    auto ta = check(e.a, e.rank, target, e.rank, ps.h_in);
+    if (!ta.ok()) return ta.status();
+    auto tb = check(e.b, e.rank, target, ps.h_out, e.rank);
+    if (!tb.ok()) return tb.status();
+    layouts[key] = Layout{*ta, *tb};
+    infos.push_back(LoraProjectionInfo{layer, target, e.rank, e.scale, ps.h_in, ps.h_out});
   }
   auto ad = LoraAdapter::Create(dir, dir, AdapterFormat::kPeft, base.n_layers, infos);
   if (!ad.ok()) return ad.status();
@@ -480,28 +508,11 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
   for (size_t i = 0; i < projs.size(); ++i) {
     const LoraProjectionInfo& p = projs[i];
     const Expected& e = expected.at({p.layer, p.target});
-    // Returns whether the tensor is stored transposed, or a shape error.
-    auto check = [&](const SafetensorsTensor* t, int64_t rows,
-                     int64_t cols) -> absl::StatusOr<bool> {
-      if (!t->dtype.has_value()) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16)", st_path, t->name,
-            t->dtype_name));
-      }
-      const std::vector<int64_t> want = {rows, cols};
-      if (t->shape == want) return false;
-      if (*fifo && t->shape == std::vector<int64_t>{cols, rows}) return true;
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: tensor '%s': expected shape %s (rank %d, base %s %d -> %d), got %s", st_path,
-          t->name, ShapeStr(want), p.rank, PeftModuleName(p.target), p.h_in, p.h_out,
-          ShapeStr(t->shape)));
-    };
-    auto ta = check(e.a, p.rank, p.h_in);
-    if (!ta.ok()) return ta.status();
-    auto tb = check(e.b, p.h_out, p.rank);
-    if (!tb.ok()) return tb.status();
-    StoredMatrix a{st_path + ": tensor '" + e.a->name + "'", *e.a->dtype, e.a->data, *ta};
-    StoredMatrix b{st_path + ": tensor '" + e.b->name + "'", *e.b->dtype, e.b->data, *tb};
+    const Layout& l = layouts.at({p.layer, p.target});
+    StoredMatrix a{st_path + ": tensor '" + e.a->name + "'", *e.a->dtype, e.a->data,
+                   l.a_transposed};
+    StoredMatrix b{st_path + ": tensor '" + e.b->name + "'", *e.b->dtype, e.b->data,
+                   l.b_transposed};
     if (absl::Status st = CopyToBf16(a, p.rank, p.h_in, nullptr, (*ad)->mutable_a(i));
         !st.ok()) {
       return st;

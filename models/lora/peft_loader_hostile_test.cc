@@ -3,10 +3,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -125,6 +127,47 @@ TEST(PeftHostile, AnUnsupportedValueIsDescribedNotDumped) {
   const std::string dir = WriteTestPeft(TinyLoraBase(), Spec(), "peft_type");
   EditConfig(dir, [](nlohmann::json& j) { j["peft_type"] = std::string(50000, 'P'); });
   ExpectRefusal(Load(dir), absl::StatusCode::kFailedPrecondition, "(50000 bytes)");
+}
+
+// Peak resident memory of this process so far (VmHWM), in bytes.
+int64_t PeakRssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+  }
+  return -1;
+}
+
+TEST(PeftHostile, TensorsOfTheWrongShapeAreRefusedBeforeAnyStorageIsAllocated) {
+  // A config claiming rank 256 on every projection of a 2048-wide, 16-layer base with a
+  // 4-byte tensor for each: the loader used to allocate the adapter's 323 MB of BF16
+  // storage before it checked a single shape.
+  LlamaConfig base = TinyLoraBase();
+  base.hidden = 2048;
+  base.intermediate = 5632;
+  base.n_layers = 16;
+  base.n_heads = 16;
+  base.n_kv_heads = 16;
+  base.head_dim = 128;
+  const std::string dir = FreshDir("wide");
+  std::vector<SafetensorsEntry> entries;
+  for (int l = 0; l < base.n_layers; ++l) {
+    for (LoraTarget t : kAllLoraTargets) {
+      const std::string stem = "base_model.model." + PeftModulePath(l, t);
+      entries.push_back({stem + ".lora_A.weight", "F32", {1}, std::string(4, '\0')});
+      entries.push_back({stem + ".lora_B.weight", "F32", {1}, std::string(4, '\0')});
+    }
+  }
+  ASSERT_TRUE(WriteSafetensors(dir + "/adapter_model.safetensors", entries, {}).ok());
+  ASSERT_TRUE(WriteStringToFile(dir + "/adapter_config.json",
+                                R"({"r": 256, "lora_alpha": 256, "target_modules": "all-linear"})")
+                  .ok());
+  const int64_t before = PeakRssBytes();
+  ASSERT_GT(before, 0);
+  const absl::Status s = LoadPeftAdapter(dir, base, AdapterLimits{}).status();
+  ExpectRefusal(s, absl::StatusCode::kInvalidArgument, "expected shape [256, 2048]");
+  EXPECT_LT(PeakRssBytes() - before, int64_t{64} << 20);
 }
 
 class PeftRootsTest : public ::testing::Test {
