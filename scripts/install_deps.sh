@@ -10,7 +10,7 @@ packages=(
   libabsl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  libpcre2-dev nlohmann-json3-dev
+  libpcre2-dev libre2-dev nlohmann-json3-dev
   libsentencepiece-dev sentencepiece
   libcpp-httplib-dev prometheus-cpp-dev
   prometheus                            # promtool lint + real scrape test

@@ -136,4 +136,15 @@ grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* c
   return reactor;
 }
 
+grpc::ServerUnaryReactor* AdminService::DrainWorker(grpc::CallbackServerContext* ctx,
+                                                    const v1::DrainWorkerRequest*,
+                                                    v1::DrainWorkerResponse*) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!Authorized(ctx, reactor)) return reactor;
+  reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                               "DrainWorker moves requests between the workers of a router "
+                               "(loomd --role=router); this loomd serves one engine"));
+  return reactor;
+}
+
 }  // namespace loom

@@ -1,6 +1,8 @@
 // loom.v1.Admin over the gRPC callback API. Every call first checks the bearer token
-// (UNAUTHENTICATED on a missing or wrong one when a token is configured). LoadAdapter runs
-// on the adapter loader thread and finishes from there.
+// (UNAUTHENTICATED on a missing or wrong one when a token is configured), DrainWorker too:
+// it is a router's call, UNIMPLEMENTED here, but only after the token is checked, so an
+// unauthenticated caller learns nothing about the role. LoadAdapter runs on the adapter
+// loader thread and finishes from there.
 #ifndef LOOM_SERVER_ADMIN_SERVICE_H_
 #define LOOM_SERVER_ADMIN_SERVICE_H_
 
@@ -47,6 +49,9 @@ class AdminService final : public v1::Admin::CallbackService {
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx,
                                       const v1::GetStatusRequest* request,
                                       v1::GetStatusResponse* response) override;
+  grpc::ServerUnaryReactor* DrainWorker(grpc::CallbackServerContext* ctx,
+                                        const v1::DrainWorkerRequest* request,
+                                        v1::DrainWorkerResponse* response) override;
 
  private:
   bool Authorized(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) const {

@@ -87,6 +87,11 @@ ABSL_FLAG(std::string, tls_key, "", "PEM server private key");
 ABSL_FLAG(std::string, tls_client_ca, "", "PEM CA of client certificates (requires mTLS)");
 ABSL_FLAG(std::string, admin_token_file, "", "file holding the admin bearer token");
 ABSL_FLAG(bool, on_demand_adapters, true, "load an unknown adapter id found under a root");
+ABSL_FLAG(int, max_on_demand_loads, 4,
+          "on-demand adapter loads (distinct ids) queued or running at once; more get "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_adapter_file_bytes, int64_t{2} << 30,
+          "adapter files larger than this are refused before parsing");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30), "drain time on SIGTERM");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off");
 // Request limits (the edge refuses a request beyond them, naming the field).

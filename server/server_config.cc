@@ -157,6 +157,11 @@ const std::map<std::string, Setter>& Setters() {
       {"tls_client_ca", Str(&ServerOptions::tls_client_ca)},
       {"admin_token_file", Str(&ServerOptions::admin_token_file)},
       {"on_demand_adapters", Bool("on_demand_adapters", &ServerOptions::on_demand_adapters)},
+      {"max_on_demand_loads",
+       Int("max_on_demand_loads", &ServerOptions::max_on_demand_loads, 1, 1024)},
+      {"max_adapter_file_bytes",
+       Int("max_adapter_file_bytes", &ServerOptions::max_adapter_file_bytes, 1,
+           int64_t{1} << 50)},
       {"shutdown_grace",
        [](const std::string& v, ServerOptions* o) {
          absl::Duration d;
@@ -286,8 +291,16 @@ absl::Status ApplyConfigFile(const std::string& path, ServerOptions* options) {
 }
 
 bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" ||
-         absl::StartsWith(host, "127.");
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  const std::vector<absl::string_view> parts = absl::StrSplit(host, '.');
+  if (parts.size() != 4 || parts[0] != "127") return false;
+  for (absl::string_view part : parts) {
+    int value = 0;
+    const bool digits = !part.empty() && part.size() <= 3 &&
+                        part.find_first_not_of("0123456789") == absl::string_view::npos;
+    if (!digits || !absl::SimpleAtoi(part, &value) || value > 255) return false;
+  }
+  return true;
 }
 
 absl::Status ServerOptions::Validate() const {

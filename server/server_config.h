@@ -76,6 +76,13 @@ struct ServerOptions {
   std::string tls_client_ca;              // PEM; requires client certificates (mTLS)
   std::string admin_token_file;
   bool on_demand_adapters = true;         // load unknown ids found under a root
+  // On-demand loads (distinct ids) queued or running at once; a request that would start
+  // one more gets RESOURCE_EXHAUSTED. Requests for an id already being loaded wait for it.
+  int max_on_demand_loads = 4;
+  // Adapter files larger than this are refused before anything is parsed
+  // (RESOURCE_EXHAUSTED). Default: twice the default adapter budget (an F32 file holds
+  // twice the bytes of its BF16 weights).
+  uint64_t max_adapter_file_bytes = uint64_t{2} << 30;
   absl::Duration shutdown_grace = absl::Seconds(30);
   std::string log_level = "info";
   // The edge's limits (request_limits.h; max_context comes from the model) and the
@@ -103,7 +110,8 @@ absl::Status ApplyConfigJson(const std::string& json_text, ServerOptions* option
 // Reads `path` and applies it; NotFound when it cannot be read.
 absl::Status ApplyConfigFile(const std::string& path, ServerOptions* options);
 
-// True for 127.0.0.0/8, ::1 and "localhost".
+// True for an IPv4 address in 127.0.0.0/8 (dotted quad, each part 0-255), ::1 (also as
+// [::1]) and "localhost"; false for anything else, e.g. "127.evil.example".
 bool IsLoopbackHost(const std::string& host);
 
 }  // namespace loom

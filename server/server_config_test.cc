@@ -170,6 +170,36 @@ TEST(ServerConfigTest, RequestLimitsAreSettings) {
   EXPECT_NE(s.message().find("max_top_logprobs"), std::string::npos) << s;
 }
 
+TEST(ServerConfigTest, OnlyRealLoopbackAddressesCountAsLoopback) {
+  // A host string that merely begins with "127." can be a DNS name anyone registers.
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "127.255.255.255", "[::1]"}) {
+    EXPECT_TRUE(IsLoopbackHost(host)) << host;
+  }
+  for (const char* host : {"127.evil.example", "127.0.0.1.nip.io", "127.0.0.256", "127.0.0",
+                           "127.0.0.1.", "127..0.1", "127.0.0.+1", "127.0.0.0001", "127.",
+                           "128.0.0.1", "::2", ""}) {
+    EXPECT_FALSE(IsLoopbackHost(host)) << host;
+  }
+  ServerOptions o;
+  o.admin_host = "127.evil.example";
+  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument)
+      << "an admin listener on a DNS name starting with 127. needs a token";
+}
+
+TEST(ServerConfigTest, AdapterLoadLimitsAreSettings) {
+  ServerOptions o;
+  EXPECT_EQ(o.max_on_demand_loads, 4);
+  EXPECT_EQ(o.max_adapter_file_bytes, uint64_t{2} << 30);
+  ASSERT_TRUE(ApplySetting("max_on_demand_loads", "2", &o).ok());
+  ASSERT_TRUE(ApplySetting("max_adapter_file_bytes", "1048576", &o).ok());
+  EXPECT_EQ(o.max_on_demand_loads, 2);
+  EXPECT_EQ(o.max_adapter_file_bytes, 1048576u);
+  EXPECT_EQ(ApplySetting("max_on_demand_loads", "0", &o).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplySetting("max_adapter_file_bytes", "-1", &o).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ServerConfigTest, TlsFilesComeInPairs) {
   ServerOptions o;
   o.tls_cert = "c.pem";

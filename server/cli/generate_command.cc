@@ -135,7 +135,8 @@ absl::Status RunGenerate(const std::vector<std::string>& args) {
   const ServingModel* serving = model.get();
   AdapterStore store(model->model->config(), AdapterStore::Options(),
                      [serving](const std::string& source) {
-                       return serving->LoadAdapterFor(source, AdapterStore::Options().max_rank);
+                       // The command line's own path: no roots to confine it to.
+                       return serving->LoadAdapterFor(source, AdapterLimits());
                      });
   if (flags.Has("adapter")) {
     LOOM_RETURN_IF_ERROR(store.Register(kCliAdapterId, flags.GetString("adapter", "")));
