@@ -7,9 +7,14 @@
 
 namespace loom {
 
-AdapterManager::AdapterManager(AdapterStore* store, AdapterRoots roots, bool on_demand,
+AdapterManager::AdapterManager(AdapterStore* store, AdapterRoots roots, Options options,
                                ServerMetrics* metrics)
-    : store_(store), roots_(std::move(roots)), on_demand_(on_demand), metrics_(metrics) {}
+    : store_(store), roots_(std::move(roots)), options_(options), metrics_(metrics) {}
+
+int AdapterManager::on_demand_loads_in_flight() const {
+  absl::MutexLock l(&mu_);
+  return static_cast<int>(on_demand_ids_.size());
+}
 
 AdapterManager::~AdapterManager() { loader_.Stop(); }
 
@@ -61,7 +66,7 @@ void AdapterManager::EnsureKnownAsync(const std::string& id,
     return;
   }
   if (info.ok() && info->state != AdapterState::kUnloading) return done(absl::OkStatus());
-  if (info.ok() || !on_demand_) {
+  if (info.ok() || !options_.on_demand) {
     return done(absl::NotFoundError(absl::StrFormat("adapter '%s' not found", id)));
   }
   absl::StatusOr<std::string> path = roots_.FindById(id);
@@ -71,13 +76,39 @@ void AdapterManager::EnsureKnownAsync(const std::string& id,
     }
     return done(path.status());
   }
+  {
+    absl::MutexLock l(&mu_);
+    if (on_demand_ids_.count(id) != 0) {
+      // Its load is queued ahead of this task (the loader runs tasks in order): by the
+      // time this runs, the load has ended and AwaitLoad only reads its outcome.
+      loader_.Post([this, id, done = std::move(done)] { done(AwaitLoad(id)); });
+      return;
+    }
+    if (static_cast<int>(on_demand_ids_.size()) >= options_.max_on_demand_loads) {
+      spdlog::warn("event=adapter_on_demand_refused id={} in_flight={}", id,
+                   on_demand_ids_.size());
+      return done(absl::ResourceExhaustedError(absl::StrFormat(
+          "adapter '%s' is not loaded and %d on-demand adapter loads are already queued or "
+          "running (max_on_demand_loads); retry later",
+          id, options_.max_on_demand_loads)));
+    }
+    on_demand_ids_.insert(id);
+  }
   loader_.Post([this, id, path = *path, done = std::move(done)] {
+    absl::Status status;
     // Another request may have loaded it while this one waited in the queue.
     absl::StatusOr<AdapterInfo> again = store_->Info(id);
-    if (again.ok() && again->state == AdapterState::kReady) return done(absl::OkStatus());
-    spdlog::info("event=adapter_on_demand id={} source={}", id, path);
-    absl::StatusOr<AdapterInfo> loaded = Load(id, path, /*pin=*/false);
-    done(loaded.status());
+    if (again.ok() && again->state == AdapterState::kReady) {
+      status = absl::OkStatus();
+    } else {
+      spdlog::info("event=adapter_on_demand id={} source={}", id, path);
+      status = Load(id, path, /*pin=*/false).status();
+    }
+    {
+      absl::MutexLock l(&mu_);
+      on_demand_ids_.erase(id);
+    }
+    done(status);
   });
 }
 

@@ -1,15 +1,18 @@
 // AdapterManager: the serving layer's view of adapters. Admin loads (path checked against
 // the adapter roots, loaded on the loader thread), on-demand loads for requests that name
-// an id not loaded yet but present under a root (LoRAX-style; switchable off), unloads,
-// and publishing adapter states to the metrics. Thread-safe.
+// an id not loaded yet but present under a root (LoRAX-style; switchable off; at most
+// Options::max_on_demand_loads distinct ids queued or running at once), unloads, and
+// publishing adapter states to the metrics. Thread-safe.
 #ifndef LOOM_SERVER_ADAPTER_MANAGER_H_
 #define LOOM_SERVER_ADAPTER_MANAGER_H_
 
 #include <functional>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "models/lora/adapter_store.h"
 #include "server/adapter_roots.h"
@@ -20,8 +23,12 @@ namespace loom {
 
 class AdapterManager {
  public:
+  struct Options {
+    bool on_demand = true;        // load unknown ids found under a root
+    int max_on_demand_loads = 4;  // distinct on-demand loads queued or running at once
+  };
   // `store` (and `metrics`, may be null) must outlive this.
-  AdapterManager(AdapterStore* store, AdapterRoots roots, bool on_demand,
+  AdapterManager(AdapterStore* store, AdapterRoots roots, Options options,
                  ServerMetrics* metrics);
   ~AdapterManager();  // stops the loader thread after its queued loads
 
@@ -39,7 +46,9 @@ class AdapterManager {
   // the store has `id` READY or FAILED (the engine reports failures). While `id` is
   // LOADING, `done` runs on the loader thread once that load has ended (OK when READY). Otherwise,
   // with on-demand loading on and <root>/<id> or <root>/<id>.gguf present, loads it on
-  // the loader thread and calls `done` there with the load's status. Else NotFound.
+  // the loader thread and calls `done` there with the load's status. Else NotFound. A
+  // request for an id whose on-demand load is queued waits for that load; one that would
+  // queue a load beyond Options::max_on_demand_loads gets ResourceExhausted at once.
   void EnsureKnownAsync(const std::string& id, std::function<void(absl::Status)> done);
 
   // Unloads `id` (drains); returns the requests still using it. NotFound if unknown.
@@ -47,7 +56,9 @@ class AdapterManager {
 
   AdapterStore* store() const { return store_; }
   const AdapterRoots& roots() const { return roots_; }
-  bool on_demand() const { return on_demand_; }
+  bool on_demand() const { return options_.on_demand; }
+  // On-demand loads queued or running now.
+  int on_demand_loads_in_flight() const;
   void PublishStates();
 
  private:
@@ -57,9 +68,11 @@ class AdapterManager {
 
   AdapterStore* const store_;
   const AdapterRoots roots_;
-  const bool on_demand_;
+  const Options options_;
   ServerMetrics* const metrics_;
-  LoaderThread loader_;
+  mutable absl::Mutex mu_;
+  std::set<std::string> on_demand_ids_ ABSL_GUARDED_BY(mu_);  // queued or running
+  LoaderThread loader_;  // declared last: stopped (its queue run) before the rest goes
 };
 
 }  // namespace loom

@@ -36,7 +36,7 @@ TEST(AdapterManagerTest, RequestDuringAnOnDemandLoadWaitsForIt) {
   });
   absl::StatusOr<AdapterRoots> roots = AdapterRoots::Create({root});
   ASSERT_TRUE(roots.ok()) << roots.status();
-  AdapterManager manager(&store, *roots, /*on_demand=*/true, /*metrics=*/nullptr);
+  AdapterManager manager(&store, *roots, AdapterManager::Options{}, /*metrics=*/nullptr);
 
   absl::Notification first_done, second_done;
   absl::Status first, second;
@@ -80,7 +80,7 @@ TEST(AdapterManagerTest, WaitingRequestSeesTheLoadFailure) {
   });
   absl::StatusOr<AdapterRoots> roots = AdapterRoots::Create({root});
   ASSERT_TRUE(roots.ok()) << roots.status();
-  AdapterManager manager(&store, *roots, /*on_demand=*/true, /*metrics=*/nullptr);
+  AdapterManager manager(&store, *roots, AdapterManager::Options{}, /*metrics=*/nullptr);
   absl::Notification first_done, second_done;
   absl::Status second;
   manager.EnsureKnownAsync("bad", [&](absl::Status) { first_done.Notify(); });
@@ -97,6 +97,62 @@ TEST(AdapterManagerTest, WaitingRequestSeesTheLoadFailure) {
   ASSERT_TRUE(first_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
   ASSERT_TRUE(second_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_EQ(second.code(), absl::StatusCode::kFailedPrecondition) << second;
+}
+
+// On-demand loads of distinct ids are bounded: while max_on_demand_loads of them are
+// queued or running, a request for another unloaded id is refused at once (it does not
+// queue behind them), a request for an id already being loaded waits for that load, and
+// the bound frees up as loads end.
+TEST(AdapterManagerTest, OnDemandLoadsBeyondTheBoundAreRefusedAtOnce) {
+  const LlamaConfig base = TinyLoraBase();
+  const std::string root = FreshDir("roots_bound");
+  for (const char* id : {"a", "b", "c", "d"}) {
+    std::filesystem::rename(WriteTestPeft(base, SyntheticAdapterSpec{}, id),
+                            root + "/" + id);
+  }
+  absl::Notification release_loads;
+  std::atomic<int> loads{0};
+  AdapterStore store(base, AdapterStore::Options{}, [&](const std::string& src) {
+    loads.fetch_add(1);
+    release_loads.WaitForNotification();
+    return LoadAdapter(src, base, AdapterLimits{});
+  });
+  absl::StatusOr<AdapterRoots> roots = AdapterRoots::Create({root});
+  ASSERT_TRUE(roots.ok()) << roots.status();
+  AdapterManager::Options options;
+  options.max_on_demand_loads = 2;
+  AdapterManager manager(&store, *roots, options, /*metrics=*/nullptr);
+
+  struct Outcome {
+    absl::Notification done;
+    absl::Status status;
+  };
+  Outcome a, b, c, a_again, d;
+  auto ensure = [&](const char* id, Outcome* out) {
+    manager.EnsureKnownAsync(id, [out](absl::Status s) {
+      out->status = s;
+      out->done.Notify();
+    });
+  };
+  ensure("a", &a);
+  ensure("b", &b);
+  EXPECT_EQ(manager.on_demand_loads_in_flight(), 2);
+  ensure("c", &c);
+  ASSERT_TRUE(c.done.HasBeenNotified()) << "the third distinct load was queued";
+  EXPECT_EQ(c.status.code(), absl::StatusCode::kResourceExhausted) << c.status;
+  EXPECT_NE(std::string(c.status.message()).find("max_on_demand_loads"), std::string::npos);
+  ensure("a", &a_again);  // same id: waits for its load instead of being refused
+  EXPECT_FALSE(a_again.done.HasBeenNotified());
+  release_loads.Notify();
+  for (Outcome* o : {&a, &b, &a_again}) {
+    ASSERT_TRUE(o->done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    EXPECT_TRUE(o->status.ok()) << o->status;
+  }
+  EXPECT_EQ(manager.on_demand_loads_in_flight(), 0);
+  ensure("d", &d);  // room again
+  ASSERT_TRUE(d.done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(d.status.ok()) << d.status;
+  EXPECT_EQ(loads.load(), 3);  // a, b, d; never c, never a twice
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "models/weights/untrusted_text.h"
 
 namespace loom {
 namespace {
@@ -27,10 +28,11 @@ absl::StatusOr<std::string> RealPath(const std::string& p) {
   if (::realpath(p.c_str(), buf) == nullptr) {
     const int err = errno;
     if (err == ENOENT || err == ENOTDIR) {
-      return absl::NotFoundError(absl::StrFormat("adapter path '%s' does not exist", p));
+      return absl::NotFoundError(
+          absl::StrFormat("adapter path %s does not exist", QuoteUntrusted(p)));
     }
-    return absl::PermissionDeniedError(
-        absl::StrFormat("adapter path '%s' cannot be resolved: %s", p, std::strerror(err)));
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "adapter path %s cannot be resolved: %s", QuoteUntrusted(p), std::strerror(err)));
   }
   return std::string(buf);
 }
@@ -52,9 +54,9 @@ absl::Status ValidateAdapterId(std::string_view id) {
   }
   if (ok) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
-      "adapter id '%s' is invalid: 1-128 characters from [A-Za-z0-9._-], not starting "
+      "adapter id %s is invalid: 1-128 characters from [A-Za-z0-9._-], not starting "
       "with '.'",
-      id.substr(0, 200)));
+      QuoteUntrusted(absl::string_view(id.data(), id.size()))));
 }
 
 absl::StatusOr<AdapterRoots> AdapterRoots::Create(const std::vector<std::string>& roots) {
@@ -88,8 +90,8 @@ absl::StatusOr<std::string> AdapterRoots::Check(const std::string& requested,
   if (!real.ok()) return real.status();
   if (!UnderARoot(*real)) {
     return absl::PermissionDeniedError(absl::StrFormat(
-        "adapter path '%s' resolves to '%s', outside the adapter roots [%s]", requested,
-        *real, absl::StrJoin(roots_, ", ")));
+        "adapter path %s resolves outside the adapter roots [%s]", QuoteUntrusted(requested),
+        absl::StrJoin(roots_, ", ")));
   }
   return real;
 }
@@ -98,15 +100,15 @@ absl::StatusOr<std::string> AdapterRoots::Resolve(const std::string& source) con
   if (source.empty()) return absl::InvalidArgumentError("adapter source path is empty");
   if (roots_.empty()) {
     return absl::PermissionDeniedError(absl::StrFormat(
-        "adapter path '%s' refused: no adapter roots are configured (--adapter_roots)",
-        source));
+        "adapter path %s refused: no adapter roots are configured (--adapter_roots)",
+        QuoteUntrusted(source)));
   }
   const fs::path p(source);
   if (p.is_absolute()) {
     const std::string n = Normal(p);
     if (!UnderARoot(n)) {
       return absl::PermissionDeniedError(absl::StrFormat(
-          "adapter path '%s' is outside the adapter roots [%s]", source,
+          "adapter path %s is outside the adapter roots [%s]", QuoteUntrusted(source),
           absl::StrJoin(roots_, ", ")));
     }
     return Check(source, n);
@@ -120,11 +122,12 @@ absl::StatusOr<std::string> AdapterRoots::Resolve(const std::string& source) con
   }
   if (!any_inside) {
     return absl::PermissionDeniedError(absl::StrFormat(
-        "adapter path '%s' escapes the adapter roots [%s]", source,
+        "adapter path %s escapes the adapter roots [%s]", QuoteUntrusted(source),
         absl::StrJoin(roots_, ", ")));
   }
-  return absl::NotFoundError(absl::StrFormat("adapter path '%s' not found under [%s]",
-                                             source, absl::StrJoin(roots_, ", ")));
+  return absl::NotFoundError(absl::StrFormat("adapter path %s not found under [%s]",
+                                             QuoteUntrusted(source),
+                                             absl::StrJoin(roots_, ", ")));
 }
 
 absl::StatusOr<std::string> AdapterRoots::FindById(const std::string& id) const {

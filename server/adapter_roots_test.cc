@@ -37,6 +37,24 @@ class AdapterRootsTest : public ::testing::Test {
   std::unique_ptr<AdapterRoots> roots_;
 };
 
+TEST_F(AdapterRootsTest, ALongRequestedPathIsEchoedBoundedAndEscaped) {
+  const std::string source = "/" + std::string(60000, 'p') + "\n";
+  const absl::Status s = roots_->Resolve(source).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_LT(s.message().size(), 1000u) << s.message().size();
+  EXPECT_EQ(s.message().find('\n'), std::string::npos);
+  const absl::Status id = ValidateAdapterId(std::string(5000, '\x01'));
+  EXPECT_EQ(id.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(id.message().size(), 1000u);
+}
+
+TEST_F(AdapterRootsTest, AnEscapingSymlinkIsRefusedWithoutSayingWhereItLeads) {
+  const absl::Status s = roots_->FindById("escape").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(std::string(s.message()).find((base_ / "outside").string()), std::string::npos)
+      << s.message();
+}
+
 TEST_F(AdapterRootsTest, RelativePathsResolveUnderTheFirstRootThatHasThem) {
   EXPECT_EQ(*roots_->Resolve("peft_a"), P("root1/peft_a"));
   EXPECT_EQ(*roots_->Resolve("g.gguf"), P("root2/g.gguf"));

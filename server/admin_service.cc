@@ -42,17 +42,17 @@ v1::AdapterInfo ToProto(const AdapterInfo& a) {
   return out;
 }
 
-bool AdminService::Authorized(grpc::CallbackServerContext* ctx,
-                              grpc::ServerUnaryReactor* reactor) const {
-  if (!auth_.required()) return true;
+bool AuthorizeAdminCall(const BearerAuth& auth, grpc::CallbackServerContext* ctx,
+                        grpc::ServerUnaryReactor* reactor) {
+  if (!auth.required()) return true;
   std::string_view header;
   const auto& md = ctx->client_metadata();
   auto it = md.find("authorization");
   if (it != md.end()) header = std::string_view(it->second.data(), it->second.size());
-  absl::Status s = auth_.Check(header);
+  absl::Status s = auth.Check(header);
   if (s.ok()) return true;
   spdlog::warn("event=admin_unauthenticated peer={}", ctx->peer());
-  reactor->Finish(ToGrpcStatus(s));
+  reactor->Finish(GrpcStatusForClient(s));
   return false;
 }
 
@@ -63,7 +63,7 @@ grpc::ServerUnaryReactor* AdminService::LoadAdapter(grpc::CallbackServerContext*
   if (!Authorized(ctx, reactor)) return reactor;
   adapters_->LoadAsync(request->id(), request->source(), request->pin(),
                        [reactor, response](absl::StatusOr<AdapterInfo> info) {
-                         if (!info.ok()) return reactor->Finish(ToGrpcStatus(info.status()));
+                         if (!info.ok()) return reactor->Finish(GrpcStatusForClient(info.status()));
                          *response->mutable_adapter() = ToProto(*info);
                          reactor->Finish(grpc::Status::OK);
                        });
@@ -77,7 +77,7 @@ grpc::ServerUnaryReactor* AdminService::UnloadAdapter(grpc::CallbackServerContex
   if (!Authorized(ctx, reactor)) return reactor;
   absl::StatusOr<int> draining = adapters_->Unload(request->id());
   if (!draining.ok()) {
-    reactor->Finish(ToGrpcStatus(draining.status()));
+    reactor->Finish(GrpcStatusForClient(draining.status()));
   } else {
     response->set_draining_requests(*draining);
     reactor->Finish(grpc::Status::OK);
@@ -133,6 +133,17 @@ grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* c
   response->set_adapter_bytes_resident(adapters_->store()->resident_bytes());
   response->set_adapter_bytes_budget(adapters_->store()->budget_bytes());
   reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AdminService::DrainWorker(grpc::CallbackServerContext* ctx,
+                                                    const v1::DrainWorkerRequest*,
+                                                    v1::DrainWorkerResponse*) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!Authorized(ctx, reactor)) return reactor;
+  reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                               "DrainWorker moves requests between the workers of a router "
+                               "(loomd --role=router); this loomd serves one engine"));
   return reactor;
 }
 

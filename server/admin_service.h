@@ -1,6 +1,8 @@
 // loom.v1.Admin over the gRPC callback API. Every call first checks the bearer token
-// (UNAUTHENTICATED on a missing or wrong one when a token is configured). LoadAdapter runs
-// on the adapter loader thread and finishes from there.
+// (UNAUTHENTICATED on a missing or wrong one when a token is configured), DrainWorker too:
+// it is a router's call, UNIMPLEMENTED here, but only after the token is checked, so an
+// unauthenticated caller learns nothing about the role. LoadAdapter runs on the adapter
+// loader thread and finishes from there.
 #ifndef LOOM_SERVER_ADMIN_SERVICE_H_
 #define LOOM_SERVER_ADMIN_SERVICE_H_
 
@@ -22,6 +24,11 @@ inline constexpr char kLoomVersion[] = "loomd 0.1.0";
 // AdapterInfo as its wire message.
 v1::AdapterInfo ToProto(const AdapterInfo& a);
 
+// True when `auth` requires no token or the call's authorization metadata carries it;
+// otherwise finishes `reactor` with UNAUTHENTICATED (and logs the peer) and returns false.
+bool AuthorizeAdminCall(const BearerAuth& auth, grpc::CallbackServerContext* ctx,
+                        grpc::ServerUnaryReactor* reactor);
+
 class AdminService final : public v1::Admin::CallbackService {
  public:
   // Every pointer must outlive the service.
@@ -42,10 +49,14 @@ class AdminService final : public v1::Admin::CallbackService {
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx,
                                       const v1::GetStatusRequest* request,
                                       v1::GetStatusResponse* response) override;
+  grpc::ServerUnaryReactor* DrainWorker(grpc::CallbackServerContext* ctx,
+                                        const v1::DrainWorkerRequest* request,
+                                        v1::DrainWorkerResponse* response) override;
 
  private:
-  // OK, or the reactor has been finished with UNAUTHENTICATED.
-  bool Authorized(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) const;
+  bool Authorized(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) const {
+    return AuthorizeAdminCall(auth_, ctx, reactor);
+  }
 
   const ServingModel* const model_;
   Engine* const engine_;

@@ -57,8 +57,9 @@ void EnableHealthAndReflection() {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& address, const std::shared_ptr<grpc::ServerCredentials>& creds,
-    grpc::Service* service, const char* service_name) {
+    grpc::Service* service, const char* service_name, int64_t max_message_bytes) {
   grpc::ServerBuilder builder;
+  if (max_message_bytes > 0) builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   int bound = 0;
   builder.AddListeningPort(address, creds, &bound);
   builder.RegisterService(service);
@@ -72,8 +73,38 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   return server;
 }
 
+void PublishAdapterRequests(const Engine& engine, const ServerOptions& o,
+                            ServerMetrics* metrics) {
+  const EngineStats st = engine.GetStats();
+  metrics->lora_requests_info()->Set(st.running_adapters, st.waiting_adapters, o.max_running);
+}
+
+OpenAiServerOptions OpenAiOptionsFor(const ServerOptions& o, const BearerAuth& admin_auth) {
+  OpenAiServerOptions h;
+  h.threads = o.http_threads;
+  h.max_body_bytes = o.max_request_bytes;
+  h.admin_auth = admin_auth;
+  h.adapter_calls_without_token = !admin_auth.required() && IsLoopbackHost(o.http_host);
+  return h;
+}
+
+absl::Status StartOpenAiServer(const ServerOptions& o, OpenAiServer* server) {
+  if (o.http_port == 0) return absl::OkStatus();
+  if (absl::Status s = server->Start(o.http_host, o.http_port); !s.ok()) return s;
+  spdlog::info("event=listening service=openai_http address={}",
+               ListenAddress(o.http_host, server->port()));
+  return absl::OkStatus();
+}
+
+RequestLimits LimitsFor(const ServerOptions& o, int max_context) {
+  RequestLimits limits = o.limits;
+  limits.max_context = max_context;
+  return limits;
+}
+
 EngineOptions ToEngineOptions(const ServerOptions& o) {
   EngineOptions e;
+  e.name = ListenAddress(o.host, o.port);
   e.max_batch_tokens = o.max_batch_tokens;
   e.max_running = o.max_running;
   e.max_queued = o.max_queued;
@@ -85,15 +116,42 @@ EngineOptions ToEngineOptions(const ServerOptions& o) {
   return e;
 }
 
-int WaitForTerminationSignal() {
+int WaitForTerminationSignal(const std::function<void()>& on_hangup) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
+  sigaddset(&set, SIGHUP);
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig != SIGHUP) return sig;
+    if (on_hangup) on_hangup();
   }
-  return sig;
+}
+
+absl::StatusOr<std::unique_ptr<Admission>> StartAdmission(const ServerOptions& o,
+                                                          ServerMetrics* metrics) {
+  AdmissionOptions ao;
+  ao.max_streams_per_tenant = o.max_streams_per_tenant;
+  auto admission = std::make_unique<Admission>(ao, metrics);
+  if (o.api_keys_file.empty()) return admission;
+  if (absl::Status s = admission->LoadKeys(o.api_keys_file); !s.ok()) return s;
+  spdlog::info("event=api_keys_loaded path={}", o.api_keys_file);
+  return admission;
+}
+
+void ReloadApiKeys(const ServerOptions& o, Admission* admission) {
+  if (o.api_keys_file.empty()) {
+    spdlog::info("event=sighup api_keys_file=none");
+    return;
+  }
+  if (absl::Status s = admission->LoadKeys(o.api_keys_file); !s.ok()) {
+    spdlog::error("event=api_keys_reload_failed keeping=previous error=\"{}\"",
+                  std::string(s.message()));
+    return;
+  }
+  spdlog::info("event=api_keys_reloaded path={}", o.api_keys_file);
 }
 
 absl::Status StartMetricsEndpoint(const ServerOptions& o, ServerMetrics* metrics,

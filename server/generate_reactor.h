@@ -1,38 +1,34 @@
-// GenerateReactor: one loom.v1.Inference/Generate call.
+// GenerateReactor: one loom.v1.Inference/Generate call, in the single and the router role
+// alike (the difference is the InferenceEdge's Frontend).
 //
-// Threads: gRPC callback threads (Start, OnWriteDone, OnCancel, OnDone), the loader
-// thread (after an on-demand adapter load) and the engine thread (stream events) all meet
-// in a shared State guarded by its mutex; the State outlives the reactor (the engine's
-// callback keeps it), so a late event after OnDone is harmless.
-// Life: Start -> [on-demand load] -> Engine::Submit -> events queued, one write in flight
-// -> final event -> remaining writes -> Finish(status) -> OnDone deletes the reactor.
+// Life: Start (parse the raw request, Prepare = validate, Frontend::Submit) -> events
+// queued, one write in flight -> final event -> remaining writes -> Finish(status) ->
+// OnDone deletes the reactor. The call's deadline becomes the request's; the call's
+// cancellation, or a failed write (the client is gone), cancels it at the next step.
+//
+// Threads: gRPC callback threads (Start, OnWriteDone, OnCancel, OnDone) and the
+// frontend's event thread meet in a shared State guarded by its mutex; the State
+// outlives the reactor (the frontend's callback keeps it), so a late event after OnDone
+// is harmless.
 #ifndef LOOM_SERVER_GENERATE_REACTOR_H_
 #define LOOM_SERVER_GENERATE_REACTOR_H_
 
-#include <atomic>
 #include <memory>
 
 #include "grpcpp/grpcpp.h"
-#include "proto/loom/v1/inference.pb.h"
-#include "scheduler/engine/engine.h"
-#include "server/adapter_manager.h"
-#include "server/metrics/server_metrics.h"
-#include "server/serving_model.h"
+#include "server/inference_edge.h"
 
 namespace loom {
 
-class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+// The call's "authorization" metadata ("Bearer KEY"), "" when absent.
+std::string Authorization(const grpc::CallbackServerContext& ctx);
+
+class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  struct Deps {
-    const ServingModel* model;
-    Engine* engine;
-    AdapterManager* adapters;
-    ServerMetrics* metrics;  // may be null
-    const std::atomic<bool>* serving;
-  };
-  // Starts the call; the reactor deletes itself in OnDone.
-  GenerateReactor(Deps deps, grpc::CallbackServerContext* ctx,
-                  const v1::GenerateRequest* request);
+  // Starts the call; the reactor deletes itself in OnDone. `request` holds a serialized
+  // loom.v1.GenerateRequest.
+  GenerateReactor(const InferenceEdge* edge, grpc::CallbackServerContext* ctx,
+                  const grpc::ByteBuffer* request);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -41,13 +37,9 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
  private:
   struct State;
 
-  void Start();
-  // Validated request -> Submit (after any on-demand load).
-  void Submit(EngineRequest request);
+  void Start(const InferenceEdge* edge, grpc::CallbackServerContext* ctx,
+             const grpc::ByteBuffer* request);
 
-  const Deps deps_;
-  grpc::CallbackServerContext* const ctx_;
-  const v1::GenerateRequest* const request_;
   std::shared_ptr<State> state_;
 };
 

@@ -1,46 +1,37 @@
-// loom.v1.Inference over the gRPC callback API. Generate is a ServerWriteReactor fed by
-// the engine's stream callback: events are queued under a mutex, one write is in flight
-// at a time (the next starts from OnWriteDone), client cancellation becomes
-// Engine::Cancel, and the call finishes after the engine's final event.
+// loom.v1.Inference over the gRPC callback API, for --role=single and --role=router
+// alike: everything goes through the InferenceEdge (validation, limits, the Frontend,
+// the model catalog). Generate and Tokenize are registered raw (grpc::ByteBuffer) so the
+// edge parses the request itself and answers a malformed one (e.g. a string field that
+// is not UTF-8) with INVALID_ARGUMENT naming the field (grpc_message_codec.h).
 #ifndef LOOM_SERVER_INFERENCE_SERVICE_H_
 #define LOOM_SERVER_INFERENCE_SERVICE_H_
 
-#include <atomic>
-#include <string>
-
 #include "grpcpp/grpcpp.h"
 #include "proto/loom/v1/inference.grpc.pb.h"
-#include "scheduler/engine/engine.h"
-#include "server/adapter_manager.h"
-#include "server/metrics/server_metrics.h"
-#include "server/serving_model.h"
+#include "server/inference_edge.h"
 
 namespace loom {
 
-class InferenceService final : public v1::Inference::CallbackService {
- public:
-  // Every pointer must outlive the service; `metrics` may be null. `serving` false makes
-  // new calls fail UNAVAILABLE (set while draining for shutdown).
-  InferenceService(const ServingModel* model, Engine* engine, AdapterManager* adapters,
-                   ServerMetrics* metrics, const std::atomic<bool>* serving)
-      : model_(model), engine_(engine), adapters_(adapters), metrics_(metrics),
-        serving_(serving) {}
+using InferenceServiceBase = v1::Inference::WithRawCallbackMethod_Generate<
+    v1::Inference::WithRawCallbackMethod_Tokenize<
+        v1::Inference::WithCallbackMethod_ListModels<v1::Inference::Service>>>;
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) override;
+class InferenceService final : public InferenceServiceBase {
+ public:
+  // `edge` must outlive the service.
+  explicit InferenceService(const InferenceEdge* edge) : edge_(edge) {}
+
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* ctx,
+                                                       const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx,
                                        const v1::ListModelsRequest* request,
                                        v1::ListModelsResponse* response) override;
 
  private:
-  const ServingModel* const model_;
-  Engine* const engine_;
-  AdapterManager* const adapters_;
-  ServerMetrics* const metrics_;
-  const std::atomic<bool>* const serving_;
+  const InferenceEdge* const edge_;
 };
 
 }  // namespace loom

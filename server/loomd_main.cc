@@ -31,7 +31,11 @@
 #include "server/admin_service.h"
 #include "server/daemon_support.h"
 #include "server/engine_host.h"
+#include "scheduler/frontend/local_frontend.h"
+#include "server/inference_edge.h"
 #include "server/inference_service.h"
+#include "server/adapter_admin.h"
+#include "server/model_catalog.h"
 #include "server/metrics/http_endpoint.h"
 #include "server/metrics/server_metrics.h"
 #include "server/server_config.h"
@@ -58,6 +62,15 @@ ABSL_FLAG(std::string, admin_host, "127.0.0.1", "admin listen address");
 ABSL_FLAG(int, admin_port, 50052, "admin port");
 ABSL_FLAG(std::string, metrics_host, "127.0.0.1", "HTTP /metrics and /healthz address");
 ABSL_FLAG(int, metrics_port, 9400, "HTTP /metrics and /healthz port (0 = off)");
+ABSL_FLAG(std::string, http_host, "127.0.0.1", "OpenAI-compatible HTTP API listen address");
+ABSL_FLAG(int, http_port, 8000, "OpenAI-compatible HTTP API port (0 = off)");
+ABSL_FLAG(int, http_threads, 32, "HTTP connections served at once");
+ABSL_FLAG(std::string, api_keys_file, "",
+          "inference API keys (JSON: tenants, their keys, adapters, tokens_per_minute); "
+          "reloaded on SIGHUP");
+ABSL_FLAG(bool, allow_unauthenticated_inference, false,
+          "serve inference without API keys off loopback");
+ABSL_FLAG(int, max_streams_per_tenant, 0, "concurrent streams per tenant (0 = unlimited)");
 ABSL_FLAG(int, max_batch_tokens, 512, "tokens per forward step");
 ABSL_FLAG(int, max_running, 64, "sequences in the running batch");
 ABSL_FLAG(int, max_queued, 1024, "waiting requests before RESOURCE_EXHAUSTED");
@@ -74,8 +87,24 @@ ABSL_FLAG(std::string, tls_key, "", "PEM server private key");
 ABSL_FLAG(std::string, tls_client_ca, "", "PEM CA of client certificates (requires mTLS)");
 ABSL_FLAG(std::string, admin_token_file, "", "file holding the admin bearer token");
 ABSL_FLAG(bool, on_demand_adapters, true, "load an unknown adapter id found under a root");
+ABSL_FLAG(int, max_on_demand_loads, 4,
+          "on-demand adapter loads (distinct ids) queued or running at once; more get "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_adapter_file_bytes, int64_t{2} << 30,
+          "adapter files larger than this are refused before parsing");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30), "drain time on SIGTERM");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off");
+// Request limits (the edge refuses a request beyond them, naming the field).
+ABSL_FLAG(int64_t, max_prompt_bytes, 1 << 20, "prompt text (or chat) bytes per request");
+ABSL_FLAG(int, max_prompt_tokens, 0, "prompt tokens per request (0 = the context)");
+ABSL_FLAG(int, max_stop_strings, 16, "stop strings per request");
+ABSL_FLAG(int, max_stop_string_bytes, 256, "bytes per stop string");
+ABSL_FLAG(int, max_new_tokens, 0, "largest max_tokens a request may ask for (0 = the context)");
+ABSL_FLAG(int, default_max_tokens, 256, "max_tokens of a request that names none");
+ABSL_FLAG(int, max_top_logprobs, 20, "alternatives per token a request may ask for (<= 20)");
+ABSL_FLAG(int, max_n, 8, "choices (OpenAI n) per request");
+ABSL_FLAG(int64_t, max_request_bytes, int64_t{4} << 20,
+          "largest gRPC request message / HTTP request body, refused before parsing");
 
 namespace loom {
 namespace {
@@ -126,23 +155,34 @@ absl::Status ServeSingle(const ServerOptions& o) {
   if (!creds.ok()) return creds.status();
 
   std::atomic<bool> serving{false};
-  InferenceService inference((*host)->model(), engine, (*host)->adapters(), &metrics,
-                             &serving);
+  const ServingModel* model = (*host)->model();
+  LocalFrontend frontend(model->tokenizer.get(), engine);
+  LocalModelCatalog catalog(model->name, engine->max_context(), (*host)->store());
+  absl::StatusOr<std::unique_ptr<Admission>> admission = StartAdmission(o, &metrics);
+  if (!admission.ok()) return admission.status();
+  InferenceEdge edge({model, &frontend, &catalog, admission->get(),
+                      LimitsFor(o, engine->max_context()), &metrics, &serving});
+  InferenceService inference(&edge);
+  LocalAdapterAdmin adapter_admin((*host)->adapters());
+  OpenAiServer openai(&edge, &adapter_admin, OpenAiOptionsFor(o, auth));
   AdminService admin((*host)->model(), engine, (*host)->adapters(), std::move(auth), &serving,
                      o.kv_page_size);
   EnableHealthAndReflection();
   absl::StatusOr<std::unique_ptr<grpc::Server>> inference_server =
-      StartGrpcServer(ListenAddress(o.host, o.port), *creds, &inference, "loom.v1.Inference");
+      StartGrpcServer(ListenAddress(o.host, o.port), *creds, &inference, "loom.v1.Inference",
+                      o.max_request_bytes);
   if (!inference_server.ok()) return inference_server.status();
   absl::StatusOr<std::unique_ptr<grpc::Server>> admin_server =
       StartGrpcServer(ListenAddress(o.admin_host, o.admin_port), *creds, &admin,
                       "loom.v1.Admin");
   if (!admin_server.ok()) return admin_server.status();
+  if (absl::Status s = StartOpenAiServer(o, &openai); !s.ok()) return s;
+  metrics.SetScrapeHook([&] { PublishAdapterRequests(*engine, o, &metrics); });
   serving.store(true, std::memory_order_release);
   metrics.SetReady(true);
   spdlog::info("event=ready role=single max_context={}", engine->max_context());
 
-  const int sig = WaitForTerminationSignal();
+  const int sig = WaitForTerminationSignal([&] { ReloadApiKeys(o, admission->get()); });
   spdlog::info("event=shutdown signal={} grace_seconds={:.1f}", sig,
                absl::ToDoubleSeconds(o.shutdown_grace));
   serving.store(false, std::memory_order_release);
@@ -155,8 +195,10 @@ absl::Status ServeSingle(const ServerOptions& o) {
   });
   engine->Shutdown(o.shutdown_grace);
   stopper.join();
+  openai.Stop();  // its streams ended with the engine's requests
   (*admin_server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   http.Stop();
+  metrics.SetScrapeHook(nullptr);
   host->reset();
   spdlog::info("event=stopped");
   return absl::OkStatus();
@@ -184,6 +226,7 @@ int main(int argc, char** argv) {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   absl::SetProgramUsageMessage("loomd: the Loom LoRA serving daemon");

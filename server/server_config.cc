@@ -33,17 +33,30 @@ Setter Str(std::string ServerOptions::*field) {
   };
 }
 
+absl::StatusOr<int64_t> ParseInt(const char* name, const std::string& v, int64_t lo,
+                                 int64_t hi) {
+  int64_t x = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &x)) return Bad(name, v, "not an integer");
+  if (x < lo || x > hi) return Bad(name, v, absl::StrFormat("must be in [%d, %d]", lo, hi));
+  return x;
+}
+
 template <typename T>
 Setter Int(const char* name, T ServerOptions::*field, int64_t lo, int64_t hi) {
   return [=](const std::string& v, ServerOptions* o) {
-    int64_t x = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &x)) {
-      return Bad(name, v, "not an integer");
-    }
-    if (x < lo || x > hi) {
-      return Bad(name, v, absl::StrFormat("must be in [%d, %d]", lo, hi));
-    }
-    o->*field = static_cast<T>(x);
+    absl::StatusOr<int64_t> x = ParseInt(name, v, lo, hi);
+    if (!x.ok()) return x.status();
+    o->*field = static_cast<T>(*x);
+    return absl::OkStatus();
+  };
+}
+
+template <typename T>
+Setter Limit(const char* name, T RequestLimits::*field, int64_t lo, int64_t hi) {
+  return [=](const std::string& v, ServerOptions* o) {
+    absl::StatusOr<int64_t> x = ParseInt(name, v, lo, hi);
+    if (!x.ok()) return x.status();
+    o->limits.*field = static_cast<T>(*x);
     return absl::OkStatus();
   };
 }
@@ -98,6 +111,14 @@ const std::map<std::string, Setter>& Setters() {
       {"admin_port", Int("admin_port", &ServerOptions::admin_port, 0, 65535)},
       {"metrics_host", Str(&ServerOptions::metrics_host)},
       {"metrics_port", Int("metrics_port", &ServerOptions::metrics_port, 0, 65535)},
+      {"http_host", Str(&ServerOptions::http_host)},
+      {"http_port", Int("http_port", &ServerOptions::http_port, 0, 65535)},
+      {"http_threads", Int("http_threads", &ServerOptions::http_threads, 1, 4096)},
+      {"api_keys_file", Str(&ServerOptions::api_keys_file)},
+      {"allow_unauthenticated_inference",
+       Bool("allow_unauthenticated_inference", &ServerOptions::allow_unauthenticated_inference)},
+      {"max_streams_per_tenant",
+       Int("max_streams_per_tenant", &ServerOptions::max_streams_per_tenant, 0, 1 << 20)},
       {"max_batch_tokens",
        Int("max_batch_tokens", &ServerOptions::max_batch_tokens, 1, 1 << 20)},
       {"max_running", Int("max_running", &ServerOptions::max_running, 1, 1 << 16)},
@@ -136,6 +157,11 @@ const std::map<std::string, Setter>& Setters() {
       {"tls_client_ca", Str(&ServerOptions::tls_client_ca)},
       {"admin_token_file", Str(&ServerOptions::admin_token_file)},
       {"on_demand_adapters", Bool("on_demand_adapters", &ServerOptions::on_demand_adapters)},
+      {"max_on_demand_loads",
+       Int("max_on_demand_loads", &ServerOptions::max_on_demand_loads, 1, 1024)},
+      {"max_adapter_file_bytes",
+       Int("max_adapter_file_bytes", &ServerOptions::max_adapter_file_bytes, 1,
+           int64_t{1} << 50)},
       {"shutdown_grace",
        [](const std::string& v, ServerOptions* o) {
          absl::Duration d;
@@ -146,6 +172,20 @@ const std::map<std::string, Setter>& Setters() {
          o->shutdown_grace = d;
          return absl::OkStatus();
        }},
+      {"max_prompt_bytes",
+       Limit("max_prompt_bytes", &RequestLimits::max_prompt_bytes, 1, int64_t{1} << 32)},
+      {"max_prompt_tokens",
+       Limit("max_prompt_tokens", &RequestLimits::max_prompt_tokens, 0, 1 << 24)},
+      {"max_stop_strings", Limit("max_stop_strings", &RequestLimits::max_stop_strings, 0, 1024)},
+      {"max_stop_string_bytes",
+       Limit("max_stop_string_bytes", &RequestLimits::max_stop_string_bytes, 1, 1 << 20)},
+      {"max_new_tokens", Limit("max_new_tokens", &RequestLimits::max_new_tokens, 0, 1 << 24)},
+      {"default_max_tokens",
+       Limit("default_max_tokens", &RequestLimits::default_max_tokens, 1, 1 << 24)},
+      {"max_top_logprobs", Limit("max_top_logprobs", &RequestLimits::max_top_logprobs, 0, 20)},
+      {"max_n", Limit("max_n", &RequestLimits::max_n, 1, 128)},
+      {"max_request_bytes",
+       Int("max_request_bytes", &ServerOptions::max_request_bytes, 1024, int64_t{1} << 31)},
       {"log_level",
        [](const std::string& v, ServerOptions* o) {
          static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
@@ -251,8 +291,16 @@ absl::Status ApplyConfigFile(const std::string& path, ServerOptions* options) {
 }
 
 bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" ||
-         absl::StartsWith(host, "127.");
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  const std::vector<absl::string_view> parts = absl::StrSplit(host, '.');
+  if (parts.size() != 4 || parts[0] != "127") return false;
+  for (absl::string_view part : parts) {
+    int value = 0;
+    const bool digits = !part.empty() && part.size() <= 3 &&
+                        part.find_first_not_of("0123456789") == absl::string_view::npos;
+    if (!digits || !absl::SimpleAtoi(part, &value) || value > 255) return false;
+  }
+  return true;
 }
 
 absl::Status ServerOptions::Validate() const {
@@ -267,6 +315,21 @@ absl::Status ServerOptions::Validate() const {
         "admin_host = '%s' is not loopback: an admin_token_file or mTLS (tls_client_ca) "
         "is required",
         admin_host));
+  }
+  // Inference listeners: gRPC (single, router) and HTTP (when on).
+  const bool open_inference = api_keys_file.empty() && !allow_unauthenticated_inference;
+  auto exposed = [&](const char* name, const std::string& value) -> absl::Status {
+    if (!open_inference || IsLoopbackHost(value)) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s = '%s' is not loopback: serving inference off loopback requires an "
+        "api_keys_file (or allow_unauthenticated_inference=true to serve it open)",
+        name, value));
+  };
+  if (role != ServerRole::kWorker) {
+    if (absl::Status s = exposed("host", host); !s.ok()) return s;
+    if (http_port != 0) {
+      if (absl::Status s = exposed("http_host", http_host); !s.ok()) return s;
+    }
   }
   if (port != 0 && port == admin_port && host == admin_host) {
     return absl::InvalidArgumentError(

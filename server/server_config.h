@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "kernels/backend.h"
+#include "server/request_limits.h"
 
 namespace loom {
 
@@ -51,6 +52,15 @@ struct ServerOptions {
   int admin_port = 50052;
   std::string metrics_host = "127.0.0.1";
   int metrics_port = 9400;                // 0 = no HTTP endpoint
+  // The OpenAI-compatible HTTP API (single and router roles).
+  std::string http_host = "127.0.0.1";
+  int http_port = 8000;                   // 0 = off
+  int http_threads = 32;                  // concurrent HTTP connections served
+  // Inference tenants (server/tenants): the API keys file; without one inference is
+  // open, which loomd allows only on loopback unless allow_unauthenticated_inference.
+  std::string api_keys_file;
+  bool allow_unauthenticated_inference = false;
+  int max_streams_per_tenant = 0;         // 0 = unlimited
   int max_batch_tokens = 512;
   int max_running = 64;
   int max_queued = 1024;
@@ -66,8 +76,19 @@ struct ServerOptions {
   std::string tls_client_ca;              // PEM; requires client certificates (mTLS)
   std::string admin_token_file;
   bool on_demand_adapters = true;         // load unknown ids found under a root
+  // On-demand loads (distinct ids) queued or running at once; a request that would start
+  // one more gets RESOURCE_EXHAUSTED. Requests for an id already being loaded wait for it.
+  int max_on_demand_loads = 4;
+  // Adapter files larger than this are refused before anything is parsed
+  // (RESOURCE_EXHAUSTED). Default: twice the default adapter budget (an F32 file holds
+  // twice the bytes of its BF16 weights).
+  uint64_t max_adapter_file_bytes = uint64_t{2} << 30;
   absl::Duration shutdown_grace = absl::Seconds(30);
   std::string log_level = "info";
+  // The edge's limits (request_limits.h; max_context comes from the model) and the
+  // largest request message (gRPC) or body (HTTP), refused before it is parsed.
+  RequestLimits limits;
+  int64_t max_request_bytes = int64_t{4} << 20;
 
   // Cross-field checks (ports, limits, TLS pairs, policy). InvalidArgument naming the
   // setting.
@@ -89,7 +110,8 @@ absl::Status ApplyConfigJson(const std::string& json_text, ServerOptions* option
 // Reads `path` and applies it; NotFound when it cannot be read.
 absl::Status ApplyConfigFile(const std::string& path, ServerOptions* options);
 
-// True for 127.0.0.0/8, ::1 and "localhost".
+// True for an IPv4 address in 127.0.0.0/8 (dotted quad, each part 0-255), ::1 (also as
+// [::1]) and "localhost"; false for anything else, e.g. "127.evil.example".
 bool IsLoopbackHost(const std::string& host);
 
 }  // namespace loom

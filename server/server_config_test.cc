@@ -124,6 +124,82 @@ TEST(ServerConfigTest, AdminOffLoopbackNeedsATokenOrMtls) {
   EXPECT_FALSE(IsLoopbackHost("10.0.0.1"));
 }
 
+TEST(ServerConfigTest, InferenceOffLoopbackNeedsApiKeysOrAnExplicitFlag) {
+  for (const char* listener : {"host", "http_host"}) {
+    ServerOptions o;
+    ASSERT_TRUE(ApplySetting(listener, "0.0.0.0", &o).ok());
+    absl::Status s = o.Validate();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << listener;
+    EXPECT_NE(s.message().find("api_keys_file"), std::string::npos) << s;
+    EXPECT_NE(s.message().find(listener), std::string::npos) << s;
+    ServerOptions keyed = o;
+    ASSERT_TRUE(ApplySetting("api_keys_file", "/etc/loom/keys.json", &keyed).ok());
+    EXPECT_TRUE(keyed.Validate().ok());
+    ServerOptions open = o;
+    ASSERT_TRUE(ApplySetting("allow_unauthenticated_inference", "true", &open).ok());
+    EXPECT_TRUE(open.Validate().ok());
+  }
+  ServerOptions http_off;  // an HTTP host that does not listen does not count
+  ASSERT_TRUE(ApplySetting("http_host", "0.0.0.0", &http_off).ok());
+  ASSERT_TRUE(ApplySetting("http_port", "0", &http_off).ok());
+  EXPECT_TRUE(http_off.Validate().ok());
+  ServerOptions worker;  // a worker serves no inference: its host is the router's
+  ASSERT_TRUE(ApplySetting("role", "worker", &worker).ok());
+  ASSERT_TRUE(ApplySetting("host", "0.0.0.0", &worker).ok());
+  EXPECT_TRUE(worker.Validate().ok());
+}
+
+TEST(ServerConfigTest, RequestLimitsAreSettings) {
+  ServerOptions o;
+  ASSERT_TRUE(ApplyConfigJson(R"({"max_prompt_bytes": 1000, "max_stop_strings": 4,
+      "max_new_tokens": 512, "max_top_logprobs": 5, "max_n": 2, "max_request_bytes": 65536,
+      "max_streams_per_tenant": 3, "max_prompt_tokens": 300, "max_stop_string_bytes": 32,
+      "default_max_tokens": 64})", &o).ok());
+  EXPECT_EQ(o.limits.max_prompt_bytes, 1000);
+  EXPECT_EQ(o.limits.max_stop_strings, 4);
+  EXPECT_EQ(o.limits.max_new_tokens, 512);
+  EXPECT_EQ(o.limits.max_top_logprobs, 5);
+  EXPECT_EQ(o.limits.max_n, 2);
+  EXPECT_EQ(o.limits.max_prompt_tokens, 300);
+  EXPECT_EQ(o.limits.max_stop_string_bytes, 32);
+  EXPECT_EQ(o.limits.default_max_tokens, 64);
+  EXPECT_EQ(o.max_request_bytes, 65536);
+  EXPECT_EQ(o.max_streams_per_tenant, 3);
+  absl::Status s = ApplySetting("max_top_logprobs", "21", &o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("max_top_logprobs"), std::string::npos) << s;
+}
+
+TEST(ServerConfigTest, OnlyRealLoopbackAddressesCountAsLoopback) {
+  // A host string that merely begins with "127." can be a DNS name anyone registers.
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "127.255.255.255", "[::1]"}) {
+    EXPECT_TRUE(IsLoopbackHost(host)) << host;
+  }
+  for (const char* host : {"127.evil.example", "127.0.0.1.nip.io", "127.0.0.256", "127.0.0",
+                           "127.0.0.1.", "127..0.1", "127.0.0.+1", "127.0.0.0001", "127.",
+                           "128.0.0.1", "::2", ""}) {
+    EXPECT_FALSE(IsLoopbackHost(host)) << host;
+  }
+  ServerOptions o;
+  o.admin_host = "127.evil.example";
+  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument)
+      << "an admin listener on a DNS name starting with 127. needs a token";
+}
+
+TEST(ServerConfigTest, AdapterLoadLimitsAreSettings) {
+  ServerOptions o;
+  EXPECT_EQ(o.max_on_demand_loads, 4);
+  EXPECT_EQ(o.max_adapter_file_bytes, uint64_t{2} << 30);
+  ASSERT_TRUE(ApplySetting("max_on_demand_loads", "2", &o).ok());
+  ASSERT_TRUE(ApplySetting("max_adapter_file_bytes", "1048576", &o).ok());
+  EXPECT_EQ(o.max_on_demand_loads, 2);
+  EXPECT_EQ(o.max_adapter_file_bytes, 1048576u);
+  EXPECT_EQ(ApplySetting("max_on_demand_loads", "0", &o).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplySetting("max_adapter_file_bytes", "-1", &o).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ServerConfigTest, TlsFilesComeInPairs) {
   ServerOptions o;
   o.tls_cert = "c.pem";

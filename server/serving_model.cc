@@ -79,9 +79,9 @@ absl::StatusOr<std::unique_ptr<ServingModel>> ServingModel::Load(
 }
 
 absl::StatusOr<std::unique_ptr<LoraAdapter>> ServingModel::LoadAdapterFor(
-    const std::string& source, int max_rank) const {
+    const std::string& source, const AdapterLimits& limits) const {
   absl::StatusOr<std::unique_ptr<LoraAdapter>> adapter =
-      LoadAdapter(source, model->config(), AdapterLimits{max_rank});
+      LoadAdapter(source, model->config(), limits);
   if (!adapter.ok()) return adapter.status();
   return BindAdapterToQuantized(*std::move(adapter), model->quantized());
 }

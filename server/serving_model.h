@@ -38,10 +38,11 @@ struct ServingModel {
       const std::string& path, int threads, const std::string& quantized = "",
       const std::string& quant_scheme = "", bool int8_head = false);
 
-  // An adapter loaded from `source` and bound to this model (for a quantized model, its
-  // copy permuted to the checkpoint's channel orders). The AdapterStore's loader.
-  absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadAdapterFor(const std::string& source,
-                                                              int max_rank) const;
+  // An adapter loaded from `source` within `limits` (rank, files under the adapter
+  // roots, file size) and bound to this model (for a quantized model, its copy permuted
+  // to the checkpoint's channel orders). The AdapterStore's loader.
+  absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadAdapterFor(
+      const std::string& source, const AdapterLimits& limits) const;
 
   std::string name;  // the base model's id (config name, else the file's stem)
   // One pool shared by the dense and LoRA kernels (declared first: destroyed last).

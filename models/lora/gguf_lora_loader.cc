@@ -1,7 +1,7 @@
 #include "models/lora/gguf_lora_loader.h"
 
+#include <cmath>
 #include <map>
-#include <regex>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -11,6 +11,8 @@
 #include "models/lora/lora_tensor_copy.h"
 #include "models/weights/gguf_file.h"
 #include "models/weights/qk_permutation.h"
+#include "models/weights/untrusted_text.h"
+#include "re2/re2.h"
 
 namespace loom {
 namespace {
@@ -27,10 +29,12 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadGgufLora(const std::string& pat
   if (absl::Status st = base.Validate(); !st.ok()) {
     return absl::InvalidArgumentError("invalid base config: " + std::string(st.message()));
   }
-  auto opened = GgufFile::Open(path);
+  auto opened = GgufFile::Open(path, limits.files);
   if (!opened.ok()) {
     const absl::Status& st = opened.status();
-    if (absl::IsNotFound(st) || absl::IsResourceExhausted(st)) return st;
+    if (absl::IsNotFound(st) || absl::IsResourceExhausted(st) || absl::IsPermissionDenied(st)) {
+      return st;
+    }
     return absl::FailedPreconditionError(
         absl::StrFormat("not a readable GGUF-LoRA file: %s", st.message()));
   }
@@ -58,7 +62,6 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadGgufLora(const std::string& pat
     auto a = f.GetFloat("adapter.lora.alpha");
     if (!a.ok()) return refuse("adapter.lora.alpha is not a number");
     alpha = *a;
-    if (!std::isfinite(alpha)) return refuse("adapter.lora.alpha is not finite");
   }
 
   struct Pair {
@@ -66,34 +69,37 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadGgufLora(const std::string& pat
     const GgufTensorInfo* b = nullptr;
   };
   std::map<std::pair<int, LoraTarget>, Pair> found;
-  static const std::regex kRe(R"(blk\.(\d+)\.([a-z_]+)\.weight\.lora_(a|b))");
+  static const re2::RE2 kRe(R"(blk\.(\d+)\.([a-z_]+)\.weight\.lora_(a|b))");
   for (const GgufTensorInfo& t : f.tensor_infos()) {
     auto bad_t = [&](const std::string& why) {
       return absl::FailedPreconditionError(
-          absl::StrFormat("%s: tensor '%s': %s", path, t.name, why));
+          absl::StrFormat("%s: tensor %s: %s", path, QuoteUntrusted(t.name), why));
     };
+    if (t.name.size() > kMaxAdapterTensorNameBytes) {
+      return bad_t(absl::StrFormat("name longer than %d bytes", kMaxAdapterTensorNameBytes));
+    }
     if (t.name.rfind("token_embd", 0) == 0 || t.name.rfind("output.", 0) == 0) {
       return bad_t("embedding or lm_head (output) LoRA is not supported");
     }
-    std::smatch m;
-    if (!std::regex_match(t.name, m, kRe)) {
+    std::string layer_text, stem, a_or_b;
+    if (!re2::RE2::FullMatch(t.name, kRe, &layer_text, &stem, &a_or_b)) {
       return bad_t("not a LoRA a/b weight of a Llama projection (unsupported tensor)");
     }
     int64_t layer = 0;
-    if (!absl::SimpleAtoi(m[1].str(), &layer) || layer > 1000000) return bad_t("bad layer");
-    auto target = LoraTargetFromGgufStem(m[2].str());
+    if (!absl::SimpleAtoi(layer_text, &layer) || layer > 1000000) return bad_t("bad layer");
+    auto target = LoraTargetFromGgufStem(stem);
     if (!target.has_value()) {
-      return bad_t("unknown target module '" + m[2].str() +
-                   "' (Loom supports attn_q attn_k attn_v attn_output ffn_gate ffn_up "
+      return bad_t("unknown target module " + QuoteUntrusted(stem) +
+                   " (Loom supports attn_q attn_k attn_v attn_output ffn_gate ffn_up "
                    "ffn_down)");
     }
     if (layer >= base.n_layers) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("%s: tensor '%s': layer %d, but the base model has %d layers", path,
-                          t.name, layer, base.n_layers));
+          absl::StrFormat("%s: tensor %s: layer %d, but the base model has %d layers", path,
+                          QuoteUntrusted(t.name), layer, base.n_layers));
     }
     Pair& p = found[{static_cast<int>(layer), *target}];
-    const GgufTensorInfo*& slot = m[3].str() == "a" ? p.a : p.b;
+    const GgufTensorInfo*& slot = a_or_b == "a" ? p.a : p.b;
     if (slot != nullptr) return bad_t("given twice");
     slot = &t;
   }
@@ -127,8 +133,13 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadGgufLora(const std::string& pat
           path, stem, ShapeStr(want_a), ShapeStr(want_b), GgufTensorStem(target), ps.h_in,
           ps.h_out, rank, ShapeStr(p.a->shape), ShapeStr(p.b->shape)));
     }
-    const float scale = alpha == 0.0 ? 1.0f : static_cast<float>(alpha / rank);
-    infos.push_back({layer, target, static_cast<int>(rank), scale, ps.h_in, ps.h_out});
+    const double scale = alpha == 0.0 ? 1.0 : alpha / static_cast<double>(rank);
+    if (absl::Status st = CheckLoraScale(scale, path, "adapter.lora.alpha", alpha, stem);
+        !st.ok()) {
+      return st;
+    }
+    infos.push_back(
+        {layer, target, static_cast<int>(rank), static_cast<float>(scale), ps.h_in, ps.h_out});
   }
   auto ad = LoraAdapter::Create(path, path, AdapterFormat::kGgufLora, base.n_layers, infos);
   if (!ad.ok()) return ad.status();

@@ -1,7 +1,9 @@
 #include "models/lora/lora_adapter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -72,6 +74,16 @@ ProjectionShape BaseProjectionShape(const LlamaConfig& c, LoraTarget t) {
   return {};
 }
 
+absl::Status CheckLoraScale(double scale, const std::string& where, const std::string& field,
+                            double field_value, const std::string& what) {
+  const bool fits_float =
+      std::isfinite(scale) && std::fabs(scale) <= std::numeric_limits<float>::max();
+  if (fits_float && std::fabs(scale) <= kMaxLoraScale) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s: %s = %g gives %s a LoRA scale of %g; scales must be finite and within +-%g",
+      where, field, field_value, what, scale, kMaxLoraScale));
+}
+
 const char* AdapterFormatName(AdapterFormat f) {
   switch (f) {
     case AdapterFormat::kPeft: return "peft";
@@ -110,6 +122,11 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoraAdapter::Create(
       return absl::InvalidArgumentError(
           absl::StrFormat("adapter: layer %d %s: bad rank %d or widths %d -> %d", p.layer,
                           PeftModuleName(p.target), p.rank, p.h_in, p.h_out));
+    }
+    if (!std::isfinite(p.scale) || std::fabs(p.scale) > kMaxLoraScale) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("adapter: layer %d %s: scale %g is not finite or beyond +-%g",
+                          p.layer, PeftModuleName(p.target), p.scale, kMaxLoraScale));
     }
     const size_t slot = static_cast<size_t>(p.layer) * kNumLoraTargets +
                         static_cast<int>(p.target);

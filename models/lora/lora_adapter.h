@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/lora_ops.h"
 #include "models/model_config.h"
+#include "models/weights/file_read_policy.h"
 
 namespace loom {
 
@@ -53,7 +54,24 @@ ProjectionShape BaseProjectionShape(const LlamaConfig& base, LoraTarget t);
 // Limits a loader enforces.
 struct AdapterLimits {
   int max_rank = 256;  // ranks above this are refused (FailedPrecondition)
+  // Which files the loader may open (every file is checked after open: roots, regular,
+  // size) and the largest one it parses (ResourceExhausted above it).
+  FileReadPolicy files;
 };
+
+// Adapter tensor names longer than this are refused before they are parsed (real PEFT
+// and GGUF-LoRA names are under 80 bytes; ggml caps GGUF names at 64).
+inline constexpr size_t kMaxAdapterTensorNameBytes = 256;
+
+// The largest |scale| an adapter projection may have (alpha / r, alpha / sqrt(r) with
+// rsLoRA). Trained adapters use scales from about 0.1 to 64; one far beyond, or one that is
+// not a finite float, drives the activations it touches to inf and every logprob to -inf.
+inline constexpr double kMaxLoraScale = 1024.0;
+
+// OK when `scale` is finite as a float and |scale| <= kMaxLoraScale; else
+// FailedPrecondition "<where>: <field> = <value> gives <what> a LoRA scale of <scale> ...".
+absl::Status CheckLoraScale(double scale, const std::string& where, const std::string& field,
+                            double field_value, const std::string& what);
 
 enum class AdapterFormat { kPeft, kGgufLora, kInMemory };
 const char* AdapterFormatName(AdapterFormat f);
@@ -71,7 +89,8 @@ struct LoraProjectionInfo {
 class LoraAdapter {
  public:
   // Allocates zeroed storage for `projections` (each (layer, target) at most once,
-  // layer < n_layers, rank >= 1, widths >= 1). InvalidArgument otherwise.
+  // layer < n_layers, rank >= 1, widths >= 1, |scale| <= kMaxLoraScale). InvalidArgument
+  // otherwise.
   static absl::StatusOr<std::unique_ptr<LoraAdapter>> Create(
       std::string id, std::string source, AdapterFormat format, int n_layers,
       std::vector<LoraProjectionInfo> projections);

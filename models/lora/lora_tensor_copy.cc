@@ -44,11 +44,12 @@ absl::Status CopyToBf16(const StoredMatrix& src, int64_t rows, int64_t cols,
       const float v = quant            ? row[c]
                       : src.transposed ? LoadElem(src.dtype, src.data, c * rows + sr)
                                        : LoadElem(src.dtype, src.data, sr * cols + c);
-      if (!std::isfinite(v)) {
+      const uint16_t bf16 = Fp32ToBf16(v);
+      if (!std::isfinite(Bf16ToFp32(bf16))) {  // also finite F32 values that round to inf
         return absl::FailedPreconditionError(absl::StrFormat(
-            "%s: non-finite value %f at row %d, column %d", src.name, v, sr, c));
+            "%s: non-finite value %g (in BF16) at row %d, column %d", src.name, v, sr, c));
       }
-      dst[r * cols + c] = Fp32ToBf16(v);
+      dst[r * cols + c] = bf16;
     }
   }
   return absl::OkStatus();

@@ -21,7 +21,8 @@ struct StoredMatrix {
 };
 
 // dst[r, c] = BF16(src[src_row(r), c]) for r < rows, c < cols; src_row = identity when
-// empty. FailedPrecondition naming the tensor and element on NaN/Inf; REQUIRES: the source
+// empty. FailedPrecondition naming the tensor and element on NaN/Inf (or a finite value
+// that rounds to Inf in BF16); REQUIRES: the source
 // holds rows*cols elements (checked by the caller).
 absl::Status CopyToBf16(const StoredMatrix& src, int64_t rows, int64_t cols,
                         const std::function<int64_t(int64_t)>& src_row, uint16_t* dst);

@@ -4,8 +4,8 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
-#include <regex>
 #include <set>
 #include <utility>
 #include <vector>
@@ -15,11 +15,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "models/lora/adapter_pattern.h"
 #include "models/lora/lora_tensor_copy.h"
 #include "models/weights/json_file.h"
 #include "models/weights/qk_permutation.h"
 #include "models/weights/safetensors_file.h"
+#include "models/weights/untrusted_text.h"
 #include "nlohmann/json.hpp"
+#include "re2/re2.h"
 
 namespace loom {
 namespace {
@@ -35,25 +38,33 @@ std::string ShapeStr(const std::vector<int64_t>& s) {
   return "[" + absl::StrJoin(s, ", ") + "]";
 }
 
-// A user-supplied pattern compiled safely (std::regex throws on a bad pattern).
-absl::StatusOr<std::regex> CompileRegex(const std::string& file, const std::string& what,
-                                        const std::string& pattern) {
-  try {
-    return std::regex(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("%s: %s: invalid regular expression '%s'", file, what, pattern));
-  }
+// Bounds on adapter_config.json, checked before anything is compiled or looked up. Real
+// configs are a few KB with a handful of module names and pattern keys.
+constexpr size_t kMaxConfigBytes = size_t{1} << 20;
+constexpr int kMaxConfigDepth = 16;
+constexpr size_t kMaxModuleNames = 256;
+constexpr size_t kMaxPatternKeys = 256;
+constexpr size_t kMaxLayerList = 4096;
+constexpr size_t kMaxModuleNameBytes = 256;
+// An adapter's safetensors header: ~150 bytes per tensor, so 8 MiB is 50,000 tensors.
+constexpr uint64_t kMaxAdapterHeaderBytes = uint64_t{8} << 20;
+
+// A JSON value of the config, for a message: strings bounded and escaped, anything else
+// by its type (a value is never dumped: it may be huge).
+std::string Describe(const Json& v) {
+  if (v.is_string()) return QuoteUntrusted(v.get_ref<const std::string&>());
+  if (v.is_number() || v.is_boolean() || v.is_null()) return v.dump();
+  return std::string("a JSON ") + v.type_name();
 }
 
 // PEFT's module selection: a list of names (exact path or ".name" suffix) or one regex
-// over the whole path.
+// over the whole path (RE2, see adapter_pattern.h).
 struct ModuleMatcher {
-  bool is_regex = false;
-  std::regex re;
+  std::shared_ptr<const re2::RE2> re;  // set for a regex
   std::vector<std::string> names;
+  bool is_regex() const { return re != nullptr; }
   bool Matches(const std::string& path) const {
-    if (is_regex) return std::regex_match(path, re);
+    if (re != nullptr) return re2::RE2::FullMatch(path, *re);
     for (const std::string& n : names) {
       if (path == n || absl::EndsWith(path, "." + n)) return true;
     }
@@ -65,24 +76,33 @@ absl::StatusOr<ModuleMatcher> ParseMatcher(const std::string& file, const std::s
                                            const Json& v) {
   ModuleMatcher m;
   if (v.is_string()) {
-    const std::string s = v.get<std::string>();
+    const std::string& s = v.get_ref<const std::string&>();
     if (s == "all-linear") {
       for (LoraTarget t : kAllLoraTargets) m.names.push_back(PeftModuleName(t));
       return m;
     }
-    auto re = CompileRegex(file, key, s);
+    auto re = CompileAdapterPattern(file, key, s);
     if (!re.ok()) return re.status();
-    m.is_regex = true;
     m.re = *std::move(re);
     return m;
   }
   if (v.is_array()) {
+    if (v.size() > kMaxModuleNames) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: %s lists %d modules (at most %d)", file, key, v.size(), kMaxModuleNames));
+    }
     for (const Json& e : v) {
       if (!e.is_string()) {
         return absl::FailedPreconditionError(
             absl::StrFormat("%s: %s must hold strings", file, key));
       }
-      m.names.push_back(e.get<std::string>());
+      const std::string& name = e.get_ref<const std::string&>();
+      if (name.size() > kMaxModuleNameBytes) {
+        return absl::FailedPreconditionError(
+            absl::StrFormat("%s: %s entry %s is longer than %d bytes", file, key,
+                            QuoteUntrusted(name), kMaxModuleNameBytes));
+      }
+      m.names.push_back(name);
     }
     return m;
   }
@@ -92,14 +112,20 @@ absl::StatusOr<ModuleMatcher> ParseMatcher(const std::string& file, const std::s
 
 // rank_pattern / alpha_pattern: {key: number}, matched as PEFT's get_pattern_key.
 struct Pattern {
+  struct Hit {
+    const std::string* key;
+    double value;
+  };
   std::vector<std::pair<std::string, double>> exact;
-  std::vector<std::pair<std::regex, double>> regexes;
-  std::optional<double> Lookup(const std::string& path) const {
+  std::vector<std::pair<std::unique_ptr<const re2::RE2>, double>> regexes;  // same order
+  std::optional<Hit> Lookup(const std::string& path) const {
     for (const auto& [k, v] : exact) {
-      if (k == path) return v;
+      if (k == path) return Hit{&k, v};
     }
-    for (const auto& [re, v] : regexes) {
-      if (std::regex_match(path, re)) return v;
+    for (size_t i = 0; i < regexes.size(); ++i) {
+      if (re2::RE2::FullMatch(path, *regexes[i].first)) {
+        return Hit{&exact[i].first, regexes[i].second};
+      }
     }
     return std::nullopt;
   }
@@ -113,13 +139,18 @@ absl::StatusOr<Pattern> ParsePattern(const std::string& file, const Json& cfg,
   if (!it->is_object()) {
     return absl::FailedPreconditionError(absl::StrFormat("%s: %s is not an object", file, key));
   }
+  if (it->size() > kMaxPatternKeys) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: %s has %d keys (at most %d)", file, key, it->size(), kMaxPatternKeys));
+  }
   for (auto e = it->begin(); e != it->end(); ++e) {
+    const std::string field = absl::StrFormat("%s[%s]", key, QuoteUntrusted(e.key()));
     if (!e.value().is_number()) {
       return absl::FailedPreconditionError(
-          absl::StrFormat("%s: %s['%s'] is not a number", file, key, e.key()));
+          absl::StrFormat("%s: %s is not a number", file, field));
     }
     p.exact.emplace_back(e.key(), e.value().get<double>());
-    auto re = CompileRegex(file, key, "(.*\\.)?(" + e.key() + ")$");
+    auto re = CompileAdapterPattern(file, field, "(.*\\.)?(" + e.key() + ")");
     if (!re.ok()) return re.status();
     p.regexes.emplace_back(*std::move(re), e.value().get<double>());
   }
@@ -144,13 +175,17 @@ struct TensorName {
 };
 
 // Parses base_model.model.model.layers.N.<self_attn|mlp>.<proj>.lora_<A|B>[.default].weight.
-// Returns a FailedPrecondition/InvalidArgument naming the tensor for anything else.
+// Returns a FailedPrecondition/InvalidArgument naming the tensor for anything else. Names
+// longer than kMaxAdapterTensorNameBytes are refused before any matching.
 absl::StatusOr<TensorName> ParseTensorName(const std::string& file, const std::string& name,
                                            int n_layers) {
   auto refuse = [&](const std::string& why) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("%s: tensor '%s': %s", file, name, why));
+        absl::StrFormat("%s: tensor %s: %s", file, QuoteUntrusted(name), why));
   };
+  if (name.size() > kMaxAdapterTensorNameBytes) {
+    return refuse(absl::StrFormat("name longer than %d bytes", kMaxAdapterTensorNameBytes));
+  }
   if (absl::StrContains(name, "lora_magnitude_vector")) {
     return refuse("DoRA (use_dora) is not supported");
   }
@@ -159,36 +194,41 @@ absl::StatusOr<TensorName> ParseTensorName(const std::string& file, const std::s
   }
   if (absl::StrContains(name, "lm_head")) return refuse("lm_head LoRA is not supported");
   if (absl::EndsWith(name, ".bias")) return refuse("LoRA bias terms are not supported");
-  static const std::regex kRe(
-      R"(base_model\.model\.model\.layers\.(\d+)\.(self_attn|mlp)\.([A-Za-z0-9_]+)\.lora_(A|B)(\.default)?\.weight)");
-  std::smatch m;
-  if (!std::regex_match(name, m, kRe)) {
+  static const re2::RE2 kRe(
+      R"(base_model\.model\.model\.layers\.(\d+)\.(self_attn|mlp)\.([A-Za-z0-9_]+)\.lora_(A|B)(?:\.default)?\.weight)");
+  std::string layer_text, parent, module, a_or_b;
+  if (!re2::RE2::FullMatch(name, kRe, &layer_text, &parent, &module, &a_or_b)) {
     return refuse("not a LoRA A/B weight of a Llama projection (unsupported tensor)");
   }
   TensorName t;
   int64_t layer = 0;
-  if (!absl::SimpleAtoi(m[1].str(), &layer) || layer > 1000000) return refuse("bad layer number");
-  std::optional<LoraTarget> target = LoraTargetFromPeftName(m[3].str());
+  if (!absl::SimpleAtoi(layer_text, &layer) || layer > 1000000) return refuse("bad layer number");
+  std::optional<LoraTarget> target = LoraTargetFromPeftName(module);
   if (!target.has_value()) {
-    return refuse("unknown target module '" + m[3].str() +
-                  "' (Loom supports q_proj k_proj v_proj o_proj gate_proj up_proj down_proj)");
+    return refuse("unknown target module " + QuoteUntrusted(module) +
+                  " (Loom supports q_proj k_proj v_proj o_proj gate_proj up_proj down_proj)");
   }
-  if (m[2].str() != PeftModuleParent(*target)) {
-    return refuse("module '" + m[3].str() + "' is not under '" + m[2].str() + "'");
+  if (parent != PeftModuleParent(*target)) {
+    return refuse("module '" + module + "' is not under '" + parent + "'");
   }
   if (layer >= n_layers) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: tensor '%s': layer %d, but the base model has %d layers", file, name, layer,
-        n_layers));
+        "%s: tensor %s: layer %d, but the base model has %d layers", file,
+        QuoteUntrusted(name), layer, n_layers));
   }
   t.layer = static_cast<int>(layer);
   t.target = *target;
-  t.is_a = m[4].str() == "A";
+  t.is_a = a_or_b == "A";
   return t;
 }
 
+// Reader errors as the loader reports them: missing files, size limits and files outside
+// the roots keep their codes; anything malformed is a precondition failure.
 absl::Status RelabelReaderError(const absl::Status& st) {
-  if (st.ok() || absl::IsNotFound(st) || absl::IsResourceExhausted(st)) return st;
+  if (st.ok() || absl::IsNotFound(st) || absl::IsResourceExhausted(st) ||
+      absl::IsPermissionDenied(st)) {
+    return st;
+  }
   return absl::FailedPreconditionError(std::string(st.message()));
 }
 
@@ -222,10 +262,12 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
   if (!IsFile(cfg_path)) return absl::NotFoundError(absl::StrFormat("%s: missing", cfg_path));
 
   // ---- adapter_config.json ----
-  auto text = ReadFileToString(cfg_path, size_t{16} << 20);
+  auto text = ReadFileToString(cfg_path, kMaxConfigBytes, limits.files);
   if (!text.ok()) return RelabelReaderError(text.status());
-  const Json cfg = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (cfg.is_discarded() || !cfg.is_object()) {
+  absl::StatusOr<Json> parsed = ParseOrderedJson(*text, cfg_path, kMaxConfigDepth);
+  if (!parsed.ok()) return RelabelReaderError(parsed.status());
+  const Json cfg = *std::move(parsed);
+  if (!cfg.is_object()) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: not a JSON object", cfg_path));
   }
@@ -234,7 +276,7 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
   };
   if (auto it = cfg.find("peft_type"); it != cfg.end() && !it->is_null()) {
     if (!it->is_string() || it->get<std::string>() != "LORA") {
-      return bad_cfg("peft_type " + it->dump() + " is not supported (only LORA)");
+      return bad_cfg("peft_type " + Describe(*it) + " is not supported (only LORA)");
     }
   }
   static const std::pair<const char*, const char*> kUnsupported[] = {
@@ -252,7 +294,7 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
   }
   if (auto it = cfg.find("bias"); it != cfg.end() && !it->is_null()) {
     if (!it->is_string() || it->get<std::string>() != "none") {
-      return bad_cfg("bias " + it->dump() + " is not supported (only \"none\")");
+      return bad_cfg("bias " + Describe(*it) + " is not supported (only \"none\")");
     }
   }
   auto get_num = [&](const char* key, double dflt) -> absl::StatusOr<double> {
@@ -297,6 +339,10 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
   }
   std::set<int> layers;
   if (auto it = cfg.find("layers_to_transform"); it != cfg.end() && !it->is_null()) {
+    if (it->is_array() && it->size() > kMaxLayerList) {
+      return bad_cfg(absl::StrFormat("layers_to_transform lists %d layers (at most %d)",
+                                     it->size(), kMaxLayerList));
+    }
     std::vector<Json> items = it->is_array() ? std::vector<Json>(it->begin(), it->end())
                                              : std::vector<Json>{*it};
     for (const Json& e : items) {
@@ -323,20 +369,24 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
                                      m));
     }
   }
-  if (!targets.is_regex) {
+  if (!targets.is_regex()) {
+    std::vector<std::string> module_paths;
+    for (int l = 0; l < base.n_layers; ++l) {
+      for (LoraTarget t : kAllLoraTargets) {
+        module_paths.push_back(absl::StrFormat("model.layers.%d.%s.%s", l,
+                                               PeftModuleParent(t), PeftModuleName(t)));
+      }
+    }
     for (const std::string& n : targets.names) {
       ModuleMatcher one;
       one.names = {n};
       bool known = false;
-      for (int l = 0; l < base.n_layers && !known; ++l) {
-        for (LoraTarget t : kAllLoraTargets) {
-          known |= one.Matches(absl::StrFormat("model.layers.%d.%s.%s", l, PeftModuleParent(t),
-                                               PeftModuleName(t)));
-        }
+      for (size_t k = 0; k < module_paths.size() && !known; ++k) {
+        known = one.Matches(module_paths[k]);
       }
       if (!known) {
-        return bad_cfg("unknown target module '" + n +
-                       "' (Loom supports q_proj k_proj v_proj o_proj gate_proj up_proj "
+        return bad_cfg("unknown target module " + QuoteUntrusted(n) +
+                       " (Loom supports q_proj k_proj v_proj o_proj gate_proj up_proj "
                        "down_proj)");
       }
     }
@@ -355,8 +405,10 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
       const std::string path = absl::StrFormat("model.layers.%d.%s.%s", l, PeftModuleParent(t),
                                                PeftModuleName(t));
       if (!targets.Matches(path) || (excluded.has_value() && excluded->Matches(path))) continue;
-      const double rank_d = rank_pattern->Lookup(path).value_or(*r);
-      const double alpha_d = alpha_pattern->Lookup(path).value_or(*alpha);
+      const std::optional<Pattern::Hit> rank_hit = rank_pattern->Lookup(path);
+      const std::optional<Pattern::Hit> alpha_hit = alpha_pattern->Lookup(path);
+      const double rank_d = rank_hit.has_value() ? rank_hit->value : *r;
+      const double alpha_d = alpha_hit.has_value() ? alpha_hit->value : *alpha;
       if (rank_d != std::floor(rank_d) || rank_d < 1) {
         return bad_cfg(absl::StrFormat("rank %g for %s: the rank must be a positive integer",
                                        rank_d, path));
@@ -365,10 +417,18 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
         return bad_cfg(absl::StrFormat("rank %g for %s is above the configured limit %d",
                                        rank_d, path, limits.max_rank));
       }
-      if (!std::isfinite(alpha_d)) return bad_cfg("lora_alpha is not finite");
+      const double scale = *rslora ? alpha_d / std::sqrt(rank_d) : alpha_d / rank_d;
+      const std::string alpha_field =
+          alpha_hit.has_value()
+              ? absl::StrFormat("alpha_pattern[%s]", QuoteUntrusted(*alpha_hit->key))
+              : std::string("lora_alpha");
+      if (absl::Status st = CheckLoraScale(scale, cfg_path, alpha_field, alpha_d, path);
+          !st.ok()) {
+        return st;
+      }
       Expected e;
       e.rank = static_cast<int>(rank_d);
-      e.scale = static_cast<float>(*rslora ? alpha_d / std::sqrt(rank_d) : alpha_d / rank_d);
+      e.scale = static_cast<float>(scale);
       expected[{l, t}] = e;
     }
   }
@@ -377,7 +437,8 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
   }
 
   // ---- adapter_model.safetensors ----
-  auto file = SafetensorsFile::Open(st_path);
+  auto file = SafetensorsFile::Open(st_path, SafetensorsReadOptions{limits.files,
+                                                                     kMaxAdapterHeaderBytes});
   if (!file.ok()) return RelabelReaderError(file.status());
   for (const auto& [name, t] : (*file)->tensors()) {
     auto tn = ParseTensorName(st_path, name, base.n_layers);
@@ -385,12 +446,42 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
     auto it = expected.find({tn->layer, tn->target});
     if (it == expected.end()) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "%s: tensor '%s' is for a module that adapter_config.json does not target "
+          "%s: tensor %s is for a module that adapter_config.json does not target "
           "(target_modules / exclude_modules / layers_to_transform)",
-          st_path, name));
+          st_path, QuoteUntrusted(name)));
     }
-    (tn->is_a ? it->second.a : it->second.b) = &t;
+    const SafetensorsTensor*& slot = tn->is_a ? it->second.a : it->second.b;
+    if (slot != nullptr) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: tensors %s and %s hold the same LoRA weight", st_path,
+          QuoteUntrusted(slot->name), QuoteUntrusted(name)));
+    }
+    slot = &t;
   }
+  // Every tensor's dtype and shape are checked before the adapter's storage is allocated,
+  // so memory follows the bytes the file really holds, not the ranks its config claims.
+  // Returns whether the tensor is stored transposed, or the refusal.
+  auto check = [&](const SafetensorsTensor* t, int rank, LoraTarget target, int64_t rows,
+                   int64_t cols) -> absl::StatusOr<bool> {
+    if (!t->dtype.has_value()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16)", st_path, t->name,
+          QuoteUntrusted(t->dtype_name)));
+    }
+    const std::vector<int64_t> want = {rows, cols};
+    if (t->shape == want) return false;
+    if (*fifo && t->shape == std::vector<int64_t>{cols, rows}) return true;
+    const ProjectionShape ps = BaseProjectionShape(base, target);
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: tensor '%s': expected shape %s (rank %d, base %s %d -> %d), got %s", st_path,
+        t->name, ShapeStr(want), rank, PeftModuleName(target), ps.h_in, ps.h_out,
+        ShapeStr(t->shape)));
+  };
+  struct Layout {
+    bool a_transposed = false;
+    bool b_transposed = false;
+  };
+  std::map<std::pair<int, LoraTarget>, Layout> layouts;
   std::vector<LoraProjectionInfo> infos;
   for (const auto& [key, e] : expected) {
     const auto [layer, target] = key;
@@ -403,8 +494,12 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
                           e.a == nullptr ? "A" : "B"));
     }
     const ProjectionShape ps = BaseProjectionShape(base, target);
-    LoraProjectionInfo info{layer, target, e.rank, e.scale, ps.h_in, ps.h_out};
-    infos.push_back(info);
+    auto ta = check(e.a, e.rank, target, e.rank, ps.h_in);
+    if (!ta.ok()) return ta.status();
+    auto tb = check(e.b, e.rank, target, ps.h_out, e.rank);
+    if (!tb.ok()) return tb.status();
+    layouts[key] = Layout{*ta, *tb};
+    infos.push_back(LoraProjectionInfo{layer, target, e.rank, e.scale, ps.h_in, ps.h_out});
   }
   auto ad = LoraAdapter::Create(dir, dir, AdapterFormat::kPeft, base.n_layers, infos);
   if (!ad.ok()) return ad.status();
@@ -413,28 +508,11 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadPeftAdapter(const std::string& 
   for (size_t i = 0; i < projs.size(); ++i) {
     const LoraProjectionInfo& p = projs[i];
     const Expected& e = expected.at({p.layer, p.target});
-    // Returns whether the tensor is stored transposed, or a shape error.
-    auto check = [&](const SafetensorsTensor* t, int64_t rows,
-                     int64_t cols) -> absl::StatusOr<bool> {
-      if (!t->dtype.has_value()) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16)", st_path, t->name,
-            t->dtype_name));
-      }
-      const std::vector<int64_t> want = {rows, cols};
-      if (t->shape == want) return false;
-      if (*fifo && t->shape == std::vector<int64_t>{cols, rows}) return true;
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: tensor '%s': expected shape %s (rank %d, base %s %d -> %d), got %s", st_path,
-          t->name, ShapeStr(want), p.rank, PeftModuleName(p.target), p.h_in, p.h_out,
-          ShapeStr(t->shape)));
-    };
-    auto ta = check(e.a, p.rank, p.h_in);
-    if (!ta.ok()) return ta.status();
-    auto tb = check(e.b, p.h_out, p.rank);
-    if (!tb.ok()) return tb.status();
-    StoredMatrix a{st_path + ": tensor '" + e.a->name + "'", *e.a->dtype, e.a->data, *ta};
-    StoredMatrix b{st_path + ": tensor '" + e.b->name + "'", *e.b->dtype, e.b->data, *tb};
+    const Layout& l = layouts.at({p.layer, p.target});
+    StoredMatrix a{st_path + ": tensor '" + e.a->name + "'", *e.a->dtype, e.a->data,
+                   l.a_transposed};
+    StoredMatrix b{st_path + ": tensor '" + e.b->name + "'", *e.b->dtype, e.b->data,
+                   l.b_transposed};
     if (absl::Status st = CopyToBf16(a, p.rank, p.h_in, nullptr, (*ad)->mutable_a(i));
         !st.ok()) {
       return st;

@@ -7,7 +7,9 @@
 #include <cstring>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "models/weights/untrusted_text.h"
 
 namespace loom {
 namespace {
@@ -22,6 +24,7 @@ class ByteCursor {
   ByteCursor(const uint8_t* data, size_t size, const std::string& path)
       : data_(data), size_(size), path_(path) {}
   size_t pos() const { return pos_; }
+  const uint8_t* here() const { return data_ + pos_; }
   size_t remaining() const { return size_ - pos_; }
 
   absl::Status Error(const std::string& what) const {
@@ -42,6 +45,7 @@ class ByteCursor {
     pos_ += sizeof(T);
     return absl::OkStatus();
   }
+  void Skip(size_t n) { pos_ += n; }  // REQUIRES: Need(n) succeeded
   absl::Status ReadString(std::string* s, const std::string& what) {
     uint64_t n = 0;
     if (auto st = Read(&n, what + " length"); !st.ok()) return st;
@@ -50,6 +54,17 @@ class ByteCursor {
                                    "remain)", what, n, remaining()));
     }
     s->assign(reinterpret_cast<const char*>(data_ + pos_), n);
+    pos_ += n;
+    return absl::OkStatus();
+  }
+  // A string's bytes, checked and skipped without copying.
+  absl::Status SkipString(const std::string& what) {
+    uint64_t n = 0;
+    if (auto st = Read(&n, what + " length"); !st.ok()) return st;
+    if (n > remaining()) {
+      return Error(absl::StrFormat("%s length %d runs past the end of the file (%d bytes "
+                                   "remain)", what, n, remaining()));
+    }
     pos_ += n;
     return absl::OkStatus();
   }
@@ -94,6 +109,48 @@ absl::Status ReadScalarInto(ByteCursor& c, const std::string& what, GgufValue* v
 }
 
 absl::Status ParseValue(ByteCursor& c, GgufType type, int depth, const std::string& what,
+                        GgufValue* v);
+
+// Reads an array's header and checks (without keeping anything) every element; `v` becomes
+// a view of the encoded elements.
+absl::Status ParseArrayView(ByteCursor& c, int depth, const std::string& what, GgufValue* v) {
+  if (depth >= kMaxArrayDepth) return c.Error(what + ": arrays nested too deeply");
+  int32_t et;
+  uint64_t n;
+  if (auto s = c.Read(&et, what + " element type"); !s.ok()) return s;
+  if (!ValidType(et)) {
+    return c.Error(absl::StrFormat("%s: unknown array element type %d", what, et));
+  }
+  if (auto s = c.Read(&n, what + " count"); !s.ok()) return s;
+  v->elem_type = static_cast<GgufType>(et);
+  const size_t min = MinEncodedSize(v->elem_type);
+  if (n > c.remaining() / min) {
+    return c.Error(absl::StrFormat("%s: array count %d is larger than the %d remaining "
+                                   "bytes can hold", what, n, c.remaining()));
+  }
+  const uint8_t* begin = c.here();
+  const size_t scalar = ScalarSize(v->elem_type);
+  if (scalar != 0 && v->elem_type != GgufType::kBool) {
+    // Fixed-size numbers: nothing to check per element.
+    if (auto s = c.Need(n * scalar, what + " elements"); !s.ok()) return s;
+    c.Skip(n * scalar);
+  } else {
+    GgufValue element;  // reused: scalars and views only, never materialised arrays
+    for (uint64_t k = 0; k < n; ++k) {
+      if (v->elem_type == GgufType::kString) {
+        if (auto s = c.SkipString(what); !s.ok()) return s;
+        continue;
+      }
+      if (auto s = ParseValue(c, v->elem_type, depth + 1, what, &element); !s.ok()) return s;
+    }
+  }
+  v->array_size = n;
+  v->array_bytes = std::string_view(reinterpret_cast<const char*>(begin),
+                                    static_cast<size_t>(c.here() - begin));
+  return absl::OkStatus();
+}
+
+absl::Status ParseValue(ByteCursor& c, GgufType type, int depth, const std::string& what,
                         GgufValue* v) {
   v->type = type;
   switch (type) {
@@ -116,29 +173,7 @@ absl::Status ParseValue(ByteCursor& c, GgufType type, int depth, const std::stri
       return absl::OkStatus();
     }
     case GgufType::kString: return c.ReadString(&v->s, what);
-    case GgufType::kArray: {
-      if (depth >= kMaxArrayDepth) return c.Error(what + ": arrays nested too deeply");
-      int32_t et;
-      uint64_t n;
-      if (auto s = c.Read(&et, what + " element type"); !s.ok()) return s;
-      if (!ValidType(et)) {
-        return c.Error(absl::StrFormat("%s: unknown array element type %d", what, et));
-      }
-      if (auto s = c.Read(&n, what + " count"); !s.ok()) return s;
-      v->elem_type = static_cast<GgufType>(et);
-      const size_t min = MinEncodedSize(v->elem_type);
-      if (n > c.remaining() / min) {
-        return c.Error(absl::StrFormat("%s: array count %d is larger than the %d remaining "
-                                       "bytes can hold", what, n, c.remaining()));
-      }
-      v->items.resize(n);
-      for (uint64_t k = 0; k < n; ++k) {
-        if (auto s = ParseValue(c, v->elem_type, depth + 1, what, &v->items[k]); !s.ok()) {
-          return s;
-        }
-      }
-      return absl::OkStatus();
-    }
+    case GgufType::kArray: return ParseArrayView(c, depth, what, v);
   }
   return c.Error(absl::StrFormat("%s: unknown value type %d", what, static_cast<int>(type)));
 }
@@ -171,41 +206,41 @@ bool DTypeFromGgml(int32_t id, DType* out) {
 // Reads one tensor info and checks everything that does not need the data section.
 absl::Status ParseTensorInfo(ByteCursor& c, const std::string& path, GgufTensorInfo* t) {
   if (auto s = c.ReadString(&t->name, "tensor name"); !s.ok()) return s;
+  const std::string name = QuoteUntrusted(t->name);  // as messages echo it
   uint32_t n_dims;
-  if (auto s = c.Read(&n_dims, "tensor n_dims of '" + t->name + "'"); !s.ok()) return s;
+  if (auto s = c.Read(&n_dims, "tensor n_dims of " + name); !s.ok()) return s;
   if (n_dims == 0 || n_dims > 4) {
-    return c.Error(absl::StrFormat("tensor '%s' has n_dims %d (must be 1..4)", t->name,
-                                   n_dims));
+    return c.Error(absl::StrFormat("tensor %s has n_dims %d (must be 1..4)", name, n_dims));
   }
   t->ne.resize(n_dims);
   int64_t elems = 1;
   for (uint32_t d = 0; d < n_dims; ++d) {
-    if (auto s = c.Read(&t->ne[d], "tensor dims of '" + t->name + "'"); !s.ok()) return s;
+    if (auto s = c.Read(&t->ne[d], "tensor dims of " + name); !s.ok()) return s;
     if (t->ne[d] <= 0 || t->ne[d] > kMaxDim) {
-      return c.Error(absl::StrFormat("tensor '%s' has dimension ne[%d] = %d", t->name, d,
+      return c.Error(absl::StrFormat("tensor %s has dimension ne[%d] = %d", name, d,
                                      t->ne[d]));
     }
     if (elems > kMaxElems / t->ne[d]) {
-      return c.Error(absl::StrFormat("tensor '%s': element count overflows", t->name));
+      return c.Error(absl::StrFormat("tensor %s: element count overflows", name));
     }
     elems *= t->ne[d];
   }
   t->shape.assign(t->ne.rbegin(), t->ne.rend());
-  if (auto s = c.Read(&t->ggml_type, "tensor type of '" + t->name + "'"); !s.ok()) return s;
-  if (auto s = c.Read(&t->offset, "tensor offset of '" + t->name + "'"); !s.ok()) return s;
+  if (auto s = c.Read(&t->ggml_type, "tensor type of " + name); !s.ok()) return s;
+  if (auto s = c.Read(&t->offset, "tensor offset of " + name); !s.ok()) return s;
   if (!DTypeFromGgml(t->ggml_type, &t->dtype)) {
     return absl::UnimplementedError(absl::StrFormat(
-        "%s: tensor '%s' has ggml type %d (%s); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1",
-        path, t->name, t->ggml_type, GgmlTypeName(t->ggml_type)));
+        "%s: tensor %s has ggml type %d (%s); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1",
+        path, name, t->ggml_type, GgmlTypeName(t->ggml_type)));
   }
   const std::optional<size_t> row = DTypeRowBytes(t->dtype, t->ne[0]);
   if (!row) {
-    return c.Error(absl::StrFormat("tensor '%s': row length %d is not a multiple of the %s "
-                                   "block size", t->name, t->ne[0], DTypeName(t->dtype)));
+    return c.Error(absl::StrFormat("tensor %s: row length %d is not a multiple of the %s "
+                                   "block size", name, t->ne[0], DTypeName(t->dtype)));
   }
   size_t nbytes;
   if (__builtin_mul_overflow(*row, static_cast<size_t>(elems / t->ne[0]), &nbytes)) {
-    return c.Error(absl::StrFormat("tensor '%s': byte size overflows", t->name));
+    return c.Error(absl::StrFormat("tensor %s: byte size overflows", name));
   }
   t->nbytes = nbytes;
   return absl::OkStatus();
@@ -242,8 +277,25 @@ bool GgufValue::is_integer() const {
   }
 }
 
-absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
-  auto file = MappedFile::Open(path);
+absl::StatusOr<std::vector<GgufValue>> DecodeGgufArray(const GgufValue& array) {
+  if (array.type != GgufType::kArray) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a %s value is not an array", GgufTypeName(array.type)));
+  }
+  if (!array.items.empty()) return array.items;
+  static const std::string kWhere = "array";
+  ByteCursor c(reinterpret_cast<const uint8_t*>(array.array_bytes.data()),
+               array.array_bytes.size(), kWhere);
+  std::vector<GgufValue> out(array.array_size);
+  for (GgufValue& v : out) {
+    if (auto s = ParseValue(c, array.elem_type, 1, "element", &v); !s.ok()) return s;
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path,
+                                                         const FileReadPolicy& policy) {
+  auto file = MappedFile::Open(path, policy);
   if (!file.ok()) return file.status();
   return Parse(*std::move(file));
 }
@@ -275,25 +327,34 @@ absl::Status GgufFile::ParseAll() {
   if (n_kv > c.remaining() / 13) {
     return c.Error(absl::StrFormat("metadata count %d is larger than the file can hold", n_kv));
   }
+  if (n_kv > kMaxGgufMetadataKeys) {
+    return c.Error(absl::StrFormat("metadata count %d is above the limit of %d keys", n_kv,
+                                   kMaxGgufMetadataKeys));
+  }
   if (n_tensors > c.remaining() / 32) {
     return c.Error(absl::StrFormat("tensor count %d is larger than the file can hold",
                                    n_tensors));
   }
+  if (n_tensors > kMaxGgufTensors) {
+    return c.Error(absl::StrFormat("tensor count %d is above the limit of %d tensors",
+                                   n_tensors, kMaxGgufTensors));
+  }
   for (uint64_t k = 0; k < n_kv; ++k) {
     std::string key;
     if (auto s = c.ReadString(&key, "metadata key"); !s.ok()) return s;
+    const std::string quoted = QuoteUntrusted(key);
     int32_t type;
-    if (auto s = c.Read(&type, "value type of '" + key + "'"); !s.ok()) return s;
+    if (auto s = c.Read(&type, "value type of " + quoted); !s.ok()) return s;
     if (!ValidType(type)) {
-      return c.Error(absl::StrFormat("key '%s' has unknown value type %d", key, type));
+      return c.Error(absl::StrFormat("key %s has unknown value type %d", quoted, type));
     }
     GgufValue v;
-    if (auto s = ParseValue(c, static_cast<GgufType>(type), 0, "value of '" + key + "'", &v);
+    if (auto s = ParseValue(c, static_cast<GgufType>(type), 0, "value of " + quoted, &v);
         !s.ok()) {
       return s;
     }
-    if (!kv_.emplace(key, std::move(v)).second) {
-      return c.Error(absl::StrFormat("duplicate metadata key '%s'", key));
+    if (!kv_.emplace(std::move(key), std::move(v)).second) {
+      return c.Error(absl::StrFormat("duplicate metadata key %s", quoted));
     }
   }
   if (const GgufValue* a = Find("general.alignment")) {
@@ -304,11 +365,12 @@ absl::Status GgufFile::ParseAll() {
     alignment_ = static_cast<uint64_t>(a->i);
   }
   tensors_.resize(n_tensors);
-  std::map<std::string, size_t> seen;
+  std::map<std::string_view, size_t> seen;  // views of tensors_[k].name (never resized)
   for (uint64_t k = 0; k < n_tensors; ++k) {
     if (auto s = ParseTensorInfo(c, p, &tensors_[k]); !s.ok()) return s;
     if (!seen.emplace(tensors_[k].name, k).second) {
-      return c.Error(absl::StrFormat("duplicate tensor name '%s'", tensors_[k].name));
+      return c.Error(absl::StrFormat("duplicate tensor name %s",
+                                     QuoteUntrusted(tensors_[k].name)));
     }
   }
   data_offset_ = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
@@ -317,14 +379,15 @@ absl::Status GgufFile::ParseAll() {
   for (const GgufTensorInfo& t : tensors_) {
     if (t.offset % alignment_ != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: tensor '%s' offset %d is not a multiple of the alignment %d", p, t.name,
-          t.offset, alignment_));
+          "%s: tensor %s offset %d is not a multiple of the alignment %d", p,
+          QuoteUntrusted(t.name), t.offset, alignment_));
     }
     if (data_offset_ > size || t.offset > size - data_offset_ ||
         t.nbytes > size - data_offset_ - t.offset) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: tensor '%s' (offset %d, %d bytes) runs past the end of the file (%d bytes, "
-          "data section at %d)", p, t.name, t.offset, t.nbytes, size, data_offset_));
+          "%s: tensor %s (offset %d, %d bytes) runs past the end of the file (%d bytes, "
+          "data section at %d)", p, QuoteUntrusted(t.name), t.offset, t.nbytes, size,
+          data_offset_));
     }
     by_offset.push_back(&t);
   }
@@ -333,7 +396,8 @@ absl::Status GgufFile::ParseAll() {
   for (size_t k = 1; k < by_offset.size(); ++k) {
     if (by_offset[k - 1]->offset + by_offset[k - 1]->nbytes > by_offset[k]->offset) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: tensors '%s' and '%s' overlap", p, by_offset[k - 1]->name, by_offset[k]->name));
+          "%s: tensors %s and %s overlap", p, QuoteUntrusted(by_offset[k - 1]->name),
+          QuoteUntrusted(by_offset[k]->name)));
     }
   }
   return absl::OkStatus();

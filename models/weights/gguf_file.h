@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,12 @@ int32_t GgmlTypeId(DType t);
 
 // One metadata value. Integers of every width are held in `i` (unsigned 64-bit values
 // above INT64_MAX keep their bits; `type` says how to read them), floats in `f`.
+//
+// Arrays have two forms. Built in memory (GgufWriter's input): `items`. Read from a file:
+// `items` stays empty and the array is a view of its encoded elements in the file's
+// mapping (`array_size` elements in `array_bytes`, checked when the file was parsed), so a
+// 20 MiB array costs no memory until someone decodes it (DecodeGgufArray, the typed array
+// getters). Views are valid while their GgufFile lives.
 struct GgufValue {
   GgufType type = GgufType::kU8;
   int64_t i = 0;
@@ -38,11 +45,24 @@ struct GgufValue {
   bool b = false;
   std::string s;
   GgufType elem_type = GgufType::kU8;  // for kArray
-  std::vector<GgufValue> items;        // for kArray
+  std::vector<GgufValue> items;        // for kArray built in memory
+  uint64_t array_size = 0;             // for kArray read from a file
+  std::string_view array_bytes;        // for kArray read from a file
 
   bool is_integer() const;
   bool is_float() const { return type == GgufType::kF32 || type == GgufType::kF64; }
+  // Element count of an array of either form.
+  uint64_t size() const { return items.empty() ? array_size : items.size(); }
 };
+
+// The elements of an array value (either form; nested arrays stay views).
+// InvalidArgument if `array` is not an array or its bytes do not decode.
+absl::StatusOr<std::vector<GgufValue>> DecodeGgufArray(const GgufValue& array);
+
+// Bounds on what one file may declare, checked before anything is allocated for it. Real
+// models have under 100 metadata keys and under 2,000 tensors.
+inline constexpr uint64_t kMaxGgufMetadataKeys = uint64_t{1} << 16;
+inline constexpr uint64_t kMaxGgufTensors = uint64_t{1} << 16;
 
 struct GgufTensorInfo {
   std::string name;
@@ -56,9 +76,13 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  // Maps and parses `path`. Every structural problem is InvalidArgument (or Unimplemented
-  // for a tensor type this reader does not support) naming the file and the problem.
-  static absl::StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);
+  // Maps and parses `path` (opened through MappedFile::Open(path, policy)). Every
+  // structural problem is InvalidArgument (or Unimplemented for a tensor type this reader
+  // does not support) naming the file and the problem; names from the file are echoed
+  // bounded (QuoteUntrusted). Memory held per file byte is bounded: arrays are views,
+  // keys and tensors are capped above.
+  static absl::StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path,
+                                                        const FileReadPolicy& policy = {});
   // Parses an already mapped file (takes ownership).
   static absl::StatusOr<std::unique_ptr<GgufFile>> Parse(std::unique_ptr<MappedFile> file);
 

@@ -81,9 +81,11 @@ absl::StatusOr<std::vector<std::string>> GgufFile::GetStringArray(const std::str
   if ((*v)->type != GgufType::kArray || (*v)->elem_type != GgufType::kString) {
     return WrongType(path(), key, "an array of strings", **v);
   }
+  auto items = DecodeGgufArray(**v);
+  if (!items.ok()) return items.status();
   std::vector<std::string> out;
-  out.reserve((*v)->items.size());
-  for (const GgufValue& it : (*v)->items) out.push_back(it.s);
+  out.reserve(items->size());
+  for (GgufValue& it : *items) out.push_back(std::move(it.s));
   return out;
 }
 
@@ -95,9 +97,11 @@ absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(const std::string& ke
   if ((*v)->type != GgufType::kArray || !probe.is_integer()) {
     return WrongType(path(), key, "an array of integers", **v);
   }
+  auto items = DecodeGgufArray(**v);
+  if (!items.ok()) return items.status();
   std::vector<int64_t> out;
-  out.reserve((*v)->items.size());
-  for (const GgufValue& it : (*v)->items) {
+  out.reserve(items->size());
+  for (const GgufValue& it : *items) {
     if (IsUnsigned64Above(it)) {
       return absl::InvalidArgumentError(
           absl::StrFormat("%s: metadata '%s' has an element above int64", path(), key));
@@ -115,9 +119,11 @@ absl::StatusOr<std::vector<float>> GgufFile::GetFloatArray(const std::string& ke
   if ((*v)->type != GgufType::kArray || !(probe.is_float() || probe.is_integer())) {
     return WrongType(path(), key, "an array of numbers", **v);
   }
+  auto items = DecodeGgufArray(**v);
+  if (!items.ok()) return items.status();
   std::vector<float> out;
-  out.reserve((*v)->items.size());
-  for (const GgufValue& it : (*v)->items) {
+  out.reserve(items->size());
+  for (const GgufValue& it : *items) {
     out.push_back(it.is_float() ? static_cast<float>(it.f) : static_cast<float>(it.i));
   }
   return out;

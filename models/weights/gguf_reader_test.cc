@@ -199,10 +199,15 @@ TEST(GgufFile, AllValueTypesAndNestedArrays) {
   EXPECT_EQ(g.GetStringArray("f32arr").status().code(), absl::StatusCode::kInvalidArgument);
   const GgufValue* n = g.Find("nested");
   ASSERT_NE(n, nullptr);
-  ASSERT_EQ(n->items.size(), 3u);
-  EXPECT_EQ(n->items[2].elem_type, GgufType::kU16);
-  ASSERT_EQ(n->items[2].items.size(), 3u);
-  EXPECT_EQ(n->items[2].items[1].i, 21);
+  EXPECT_TRUE(n->items.empty());  // a view of the file's bytes until decoded
+  absl::StatusOr<std::vector<GgufValue>> outer = DecodeGgufArray(*n);
+  ASSERT_TRUE(outer.ok()) << outer.status();
+  ASSERT_EQ(outer->size(), 3u);
+  EXPECT_EQ((*outer)[2].elem_type, GgufType::kU16);
+  absl::StatusOr<std::vector<GgufValue>> inner = DecodeGgufArray((*outer)[2]);
+  ASSERT_TRUE(inner.ok()) << inner.status();
+  ASSERT_EQ(inner->size(), 3u);
+  EXPECT_EQ((*inner)[1].i, 21);
   EXPECT_TRUE(g.tensor_infos().empty());
 }
 

@@ -34,8 +34,12 @@ void PutValue(std::string* out, const GgufValue& v) {
     case GgufType::kString: PutString(out, v.s); break;
     case GgufType::kArray:
       Put<int32_t>(out, static_cast<int32_t>(v.elem_type));
-      Put<uint64_t>(out, v.items.size());
-      for (const GgufValue& it : v.items) PutValue(out, it);
+      Put<uint64_t>(out, v.size());
+      if (v.items.empty()) {
+        out->append(v.array_bytes);  // an array read from a file, as its encoded elements
+      } else {
+        for (const GgufValue& it : v.items) PutValue(out, it);
+      }
       break;
   }
 }

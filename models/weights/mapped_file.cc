@@ -1,8 +1,5 @@
 // MappedFile: a read-only mmap of a whole file.
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -13,36 +10,27 @@
 
 namespace loom {
 
-absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int e = errno;
-    const std::string msg = absl::StrCat("cannot open ", path, ": ", std::strerror(e));
-    return e == ENOENT ? absl::NotFoundError(msg) : absl::PermissionDeniedError(msg);
+absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path,
+                                                             const FileReadPolicy& policy) {
+  absl::StatusOr<ReadOnlyFile> file = OpenFileForRead(path, policy);
+  if (!file.ok()) {
+    if (absl::IsFailedPrecondition(file.status())) {
+      return absl::InvalidArgumentError(file.status().message());
+    }
+    return file.status();
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", std::strerror(e)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
+  const size_t size = static_cast<size_t>(file->size());
   const uint8_t* data = nullptr;
   if (size > 0) {
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file->fd(), 0);
     if (p == MAP_FAILED) {
       const int e = errno;
-      ::close(fd);
       return absl::ResourceExhaustedError(
           absl::StrCat("cannot mmap ", path, " (", size, " bytes): ", std::strerror(e)));
     }
     data = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);  // the mapping keeps the file alive
+  // The descriptor closes here; the mapping keeps the file alive.
   return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
 }
 

@@ -16,6 +16,7 @@
 #include "kernels/dtype.h"
 #include "models/model_config.h"
 #include "models/tokenizer/vocabulary.h"
+#include "models/weights/file_read_policy.h"
 
 namespace loom {
 
@@ -37,7 +38,10 @@ struct WeightTensor {
 // Read-only memory mapping of a whole file.
 class MappedFile {
  public:
-  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  // Opens `path` through OpenFileForRead(path, policy) (its errors; InvalidArgument for
+  // something that is not a regular file) and maps it.
+  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path,
+                                                          const FileReadPolicy& policy = {});
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

@@ -5,13 +5,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "models/weights/json_file.h"
+#include "models/weights/untrusted_text.h"
 #include "nlohmann/json.hpp"
 
 namespace loom {
 namespace {
 
-constexpr uint64_t kMaxHeader = uint64_t{100} << 20;  // the format's own limit (100 MB)
 constexpr int64_t kMaxElems = int64_t{1} << 48;
+// {name: {"shape": [...], ...}, "__metadata__": {...}} nests 3 deep.
+constexpr int kMaxHeaderDepth = 4;
 
 }  // namespace
 
@@ -23,15 +26,16 @@ size_t SafetensorsDTypeSize(const std::string& d) {
   return 0;
 }
 
-absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  auto f = MappedFile::Open(path);
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
+    const std::string& path, const SafetensorsReadOptions& options) {
+  auto f = MappedFile::Open(path, options.files);
   if (!f.ok()) return f.status();
   std::unique_ptr<SafetensorsFile> s(new SafetensorsFile(*std::move(f)));
-  if (absl::Status st = s->Parse(); !st.ok()) return st;
+  if (absl::Status st = s->Parse(options.max_header_bytes); !st.ok()) return st;
   return s;
 }
 
-absl::Status SafetensorsFile::Parse() {
+absl::Status SafetensorsFile::Parse(uint64_t max_header_bytes) {
   const std::string& p = file_->path();
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: invalid safetensors: %s", p, what));
@@ -44,8 +48,14 @@ absl::Status SafetensorsFile::Parse() {
     return bad(absl::StrFormat("header length %d runs past the end of the file (%d bytes)", n,
                                size));
   }
-  if (n > kMaxHeader) return bad(absl::StrFormat("header length %d is over 100 MB", n));
+  if (n > max_header_bytes) {
+    return bad(absl::StrFormat("header length %d is over the %d byte limit", n,
+                               max_header_bytes));
+  }
   const char* h = reinterpret_cast<const char*>(file_->data() + 8);
+  if (JsonNestingDepth(absl::string_view(h, n)) > kMaxHeaderDepth) {
+    return bad(absl::StrFormat("header nests deeper than %d", kMaxHeaderDepth));
+  }
   const nlohmann::json j = nlohmann::json::parse(h, h + n, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return bad("header is not valid JSON");
   if (!j.is_object()) return bad("header is not a JSON object");
@@ -58,12 +68,16 @@ absl::Status SafetensorsFile::Parse() {
     if (name == "__metadata__") {
       if (!e.is_object()) return bad("__metadata__ is not an object");
       for (auto m = e.begin(); m != e.end(); ++m) {
-        if (!m.value().is_string()) return bad("__metadata__ value '" + m.key() + "' is not a string");
+        if (!m.value().is_string()) {
+          return bad("__metadata__ value " + QuoteUntrusted(m.key()) + " is not a string");
+        }
         metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    auto bad_t = [&](const std::string& what) { return bad("tensor '" + name + "': " + what); };
+    auto bad_t = [&](const std::string& what) {
+      return bad("tensor " + QuoteUntrusted(name) + ": " + what);
+    };
     if (!e.is_object()) return bad_t("entry is not an object");
     auto dt = e.find("dtype");
     auto sh = e.find("shape");
@@ -79,8 +93,9 @@ absl::Status SafetensorsFile::Parse() {
     t.dtype_name = dt->get<std::string>();
     const size_t esize = SafetensorsDTypeSize(t.dtype_name);
     if (esize == 0) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "%s: tensor '%s' has unknown dtype '%s'", p, name, t.dtype_name));
+      return absl::UnimplementedError(absl::StrFormat("%s: tensor %s has unknown dtype %s", p,
+                                                      QuoteUntrusted(name),
+                                                      QuoteUntrusted(t.dtype_name)));
     }
     if (t.dtype_name == "F32") t.dtype = DType::kF32;
     if (t.dtype_name == "F16") t.dtype = DType::kF16;
@@ -114,8 +129,9 @@ absl::Status SafetensorsFile::Parse() {
             [](const auto& a, const auto& b) { return a.first < b.first; });
   for (size_t k = 1; k < spans.size(); ++k) {
     if (spans[k - 1].first + spans[k - 1].second->nbytes > spans[k].first) {
-      return bad(absl::StrFormat("tensors '%s' and '%s' overlap", spans[k - 1].second->name,
-                                 spans[k].second->name));
+      return bad(absl::StrFormat("tensors %s and %s overlap",
+                                 QuoteUntrusted(spans[k - 1].second->name),
+                                 QuoteUntrusted(spans[k].second->name)));
     }
   }
   return absl::OkStatus();

@@ -27,13 +27,24 @@ struct SafetensorsTensor {
   size_t nbytes = 0;
 };
 
+// The format's own limit on the JSON header.
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t{100} << 20;
+
+struct SafetensorsReadOptions {
+  FileReadPolicy files;  // which files may be opened, and how large
+  uint64_t max_header_bytes = kMaxSafetensorsHeaderBytes;
+};
+
 class SafetensorsFile {
  public:
-  // InvalidArgument naming the file for: header length past the end of the file, header
-  // not a JSON object, an entry without a valid dtype/shape/data_offsets, offsets out of
-  // range, overlapping, or not matching shape * dtype size; Unimplemented for a dtype name
-  // the format does not define.
-  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
+  // InvalidArgument naming the file for: header length past the end of the file or above
+  // options.max_header_bytes, header not a JSON object or nested more than 4 deep, an entry
+  // without a valid dtype/shape/data_offsets, offsets out of range, overlapping, or not
+  // matching shape * dtype size; Unimplemented for a dtype name the format does not define;
+  // the errors of MappedFile::Open(path, options.files). Names from the file are echoed
+  // bounded (QuoteUntrusted).
+  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(
+      const std::string& path, const SafetensorsReadOptions& options = {});
 
   const std::string& path() const { return file_->path(); }
   const std::map<std::string, SafetensorsTensor>& tensors() const { return tensors_; }
@@ -42,7 +53,7 @@ class SafetensorsFile {
 
  private:
   explicit SafetensorsFile(std::unique_ptr<MappedFile> f) : file_(std::move(f)) {}
-  absl::Status Parse();
+  absl::Status Parse(uint64_t max_header_bytes);
 
   std::unique_ptr<MappedFile> file_;
   std::map<std::string, SafetensorsTensor> tensors_;

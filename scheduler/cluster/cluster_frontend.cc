@@ -1,19 +1,19 @@
 #include "scheduler/cluster/cluster_frontend.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "scheduler/cluster/client_stream.h"
+#include "scheduler/frontend/client_stream.h"
 
 namespace loom {
 
 struct ClusterFrontend::Request {
   uint64_t id = 0;
-  EngineRequest req;
   StreamCallback callback;
-  std::unique_ptr<ClientStream> stream;
+  std::unique_ptr<ClientStream> stream;  // holds the request
   int worker = -1;          // index into workers_ while placed, else -1
   uint64_t handle = 0;      // the worker's handle of the current placement
   uint64_t epoch = 0;       // bumped at every placement and detach
@@ -106,36 +106,12 @@ bool ClusterFrontend::HasWorker(const std::string& name) const {
   return std::find(names_.begin(), names_.end(), name) != names_.end();
 }
 
-absl::StatusOr<uint64_t> ClusterFrontend::Submit(EngineRequest request,
+absl::StatusOr<uint64_t> ClusterFrontend::Submit(FrontendRequest request,
                                                  StreamCallback callback) {
-  if (request.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
-  const int32_t vocab = tokenizer_->vocab_size();
-  for (int32_t t : request.prompt) {
-    if (t < 0 || t >= vocab) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "prompt token id %d is outside the vocabulary [0, %d)", t, vocab));
-    }
-  }
-  if (request.max_tokens < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("max_tokens = %d must be >= 1", request.max_tokens));
-  }
-  if (request.top_logprobs < 0 || request.top_logprobs > 20) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("top_logprobs = %d must be in [0, 20]", request.top_logprobs));
-  }
-  const int64_t need = static_cast<int64_t>(request.prompt.size()) + request.max_tokens;
-  if (options_.max_context > 0 && need > options_.max_context) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "prompt (%d tokens) + max_tokens (%d) = %d exceeds the maximum context of %d tokens",
-        request.prompt.size(), request.max_tokens, need, options_.max_context));
-  }
-  if (absl::Status s = request.sampling.Validate(); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<ClientStream>> stream =
-      ClientStream::Create(*tokenizer_, request);
+      ClientStream::Create(*tokenizer_, std::move(request));
   if (!stream.ok()) return stream.status();
   auto r = std::make_unique<Request>();
-  r->req = std::move(request);
   r->callback = std::move(callback);
   r->stream = *std::move(stream);
   absl::MutexLock l(&mu_);
@@ -291,7 +267,7 @@ void ClusterFrontend::Tick(absl::Time now) {
   // Deadlines.
   std::vector<uint64_t> expired;
   for (auto& [id, r] : requests_) {
-    if (now > r->req.deadline) expired.push_back(id);
+    if (now > r->stream->request().deadline) expired.push_back(id);
   }
   for (uint64_t id : expired) {
     Request* r = requests_.at(id).get();
@@ -368,9 +344,9 @@ void ClusterFrontend::WriteBackViews(const std::vector<WorkerView>& views) {
 PlacementRequest ClusterFrontend::ReAddForm(const Request& r) const {
   PlacementRequest p;
   p.id = r.id;
-  p.adapter_id = r.req.adapter_id;
+  p.adapter_id = r.stream->request().adapter_id;
   p.context_tokens =
-      static_cast<int>(r.req.prompt.size() + r.stream->generated().size());
+      static_cast<int>(r.stream->request().prompt.size() + r.stream->generated().size());
   p.max_new_tokens = r.stream->remaining();
   return p;
 }
@@ -420,18 +396,7 @@ void ClusterFrontend::PlaceQueued() {
 
 void ClusterFrontend::StartOn(Request* r, int w) {
   WorkerSlot& slot = *workers_[w];
-  WorkerRequest wr;
-  wr.adapter_id = r->req.adapter_id;
-  wr.context = r->req.prompt;
-  const std::vector<int32_t>& gen = r->stream->generated();
-  wr.context.insert(wr.context.end(), gen.begin(), gen.end());
-  wr.generated_before = static_cast<int>(gen.size());
-  wr.sampling = r->req.sampling;
-  wr.max_new_tokens = r->stream->remaining();
-  wr.stop_at_end_of_generation = r->req.stop_at_end_of_generation;
-  wr.top_logprobs = r->req.top_logprobs;
-  wr.logprobs = r->req.top_logprobs > 0;
-  wr.deadline = r->req.deadline;
+  WorkerRequest wr = r->stream->Placement();
   const uint64_t epoch = ++r->epoch;
   const uint64_t id = r->id;
   r->worker = w;
@@ -545,6 +510,14 @@ void ClusterFrontend::Publish(absl::Time now) {
   s.migrations = migrations_;
   s.failovers = failovers_;
   s.completed = completed_;
+  std::set<std::string> running, waiting;
+  for (const auto& [id, r] : requests_) {
+    const std::string& a = r->stream->request().adapter_id;
+    if (a.empty()) continue;
+    (r->worker >= 0 ? running : waiting).insert(a);
+  }
+  s.running_adapters.assign(running.begin(), running.end());
+  s.waiting_adapters.assign(waiting.begin(), waiting.end());
   absl::MutexLock l(&mu_);
   status_ = std::move(s);
 }

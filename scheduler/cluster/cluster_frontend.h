@@ -1,8 +1,8 @@
 // ClusterFrontend: the router role's core. It owns a set of Workers (by name), a Router
 // (scheduler/router: placement policy + FCFS queue) and ONE control thread that owns all
-// request and worker state. It turns client requests (EngineRequest in, StreamEvent out,
-// the same types as the single-process Engine, so the gRPC reactors serve both) into
-// worker placements, and keeps each client stream whole while requests move:
+// request and worker state. It is the Frontend (scheduler/frontend/frontend.h) of the
+// router role: it turns client requests into worker placements, and keeps each client
+// stream whole while requests move:
 //
 //  * Placement: Router::Submit / DrainQueue over WorkerViews refreshed every tick from
 //    Worker::Load() and updated locally for every placement in between.
@@ -39,8 +39,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "models/tokenizer/tokenizer.h"
-#include "scheduler/cluster/worker.h"
-#include "scheduler/engine/engine_request.h"
+#include "scheduler/worker/worker.h"
+#include "scheduler/frontend/frontend.h"
 #include "scheduler/router/migration_planner.h"
 #include "scheduler/router/router.h"
 
@@ -62,7 +62,6 @@ struct ClusterOptions {
   absl::Duration failure_backoff = absl::Seconds(2);
   // A request re-placed more often than this ends with UNAVAILABLE.
   int max_replacements = 16;
-  int max_context = 0;                // prompt + max_tokens bound; 0 = unchecked
 };
 
 // One worker as GetStatus and /metrics show it.
@@ -84,29 +83,30 @@ struct ClusterStatus {
   uint64_t completed = 0;     // requests finished (any outcome)
   std::vector<std::string> idle_workers;  // ComputeScaleSignals: safe to release
   bool want_more = false;     // requests wait and no worker is idle
+  // Distinct adapter ids of placed / queued requests, sorted (the base model omitted).
+  std::vector<std::string> running_adapters;
+  std::vector<std::string> waiting_adapters;
 };
 
-class ClusterFrontend {
+class ClusterFrontend final : public Frontend {
  public:
   // `tokenizer` must outlive the frontend. InvalidArgument for a bad policy / options.
   static absl::StatusOr<std::unique_ptr<ClusterFrontend>> Create(const Tokenizer* tokenizer,
                                                                  const ClusterOptions& options);
-  ~ClusterFrontend();  // Shutdown(ZeroDuration()) then joins
+  ~ClusterFrontend() override;  // Shutdown(ZeroDuration()) then joins
 
   // Adds a worker; AlreadyExists if its name is taken. Usable at once.
   absl::Status AddWorker(std::unique_ptr<Worker> worker);
   bool HasWorker(const std::string& name) const;
 
-  // Validates and queues a request; returns its id. Errors (nothing queued):
-  // InvalidArgument (empty prompt, token id outside the vocabulary, max_tokens < 1, bad
-  // sampling value, bad stop string, prompt + max_tokens beyond max_context),
-  // Unavailable (shutting down). Then `callback` receives every event and exactly one
-  // final event (errors from workers, e.g. NOT_FOUND for an unknown adapter, arrive as
-  // the final event's error).
-  absl::StatusOr<uint64_t> Submit(EngineRequest request, StreamCallback callback);
+  // Queues a request; returns its id. Errors (nothing queued): InvalidArgument (a bad
+  // stop string, ClientStream::Create), Unavailable (shutting down). Then `callback`
+  // receives every event and exactly one final event (errors from workers, e.g.
+  // NOT_FOUND for an unknown adapter, arrive as the final event's error).
+  absl::StatusOr<uint64_t> Submit(FrontendRequest request, StreamCallback callback) override;
 
   // Ends a request (final event with CANCELLED); no-op when done or unknown.
-  void Cancel(uint64_t id);
+  void Cancel(uint64_t id) override;
 
   // Stops placing on `worker` and moves its requests elsewhere (or to the queue).
   // NotFound for an unknown name. `undrain` = true makes it placeable again.

@@ -7,8 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "scheduler/cluster/worker_proto.h"
-#include "scheduler/cluster/worker_request_checks.h"
-#include "server/status_mapping.h"
+#include "clients/cpp/grpc_status.h"
 
 namespace loom {
 
@@ -144,7 +143,6 @@ RemoteWorker::~RemoteWorker() {
 }
 
 absl::StatusOr<uint64_t> RemoteWorker::Start(WorkerRequest request, WorkerCallback callback) {
-  if (absl::Status s = CheckWorkerRequest(request); !s.ok()) return s;
   std::shared_ptr<Stream> stream;
   uint64_t handle = 0;
   {

@@ -30,7 +30,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/loom/internal/v1/worker.grpc.pb.h"
-#include "scheduler/cluster/worker.h"
+#include "scheduler/worker/worker.h"
 
 namespace loom {
 
@@ -55,7 +55,7 @@ class RemoteWorker final : public Worker {
 
   const std::string& name() const override { return options_.target; }
 
-  // Errors: InvalidArgument (CheckWorkerRequest), Unavailable (no heartbeat yet, or lost).
+  // Errors: Unavailable (no heartbeat yet, or lost).
   // Errors the worker finds (NotFound adapter, context too long, ...) arrive as the
   // finished event's error.
   absl::StatusOr<uint64_t> Start(WorkerRequest request, WorkerCallback callback) override;

@@ -1,6 +1,6 @@
-// What the gRPC hop costs: the same greedy generations through an InProcessWorker and
-// through a RemoteWorker -> WorkerService (loopback, this process) -> the same
-// InProcessWorker, alternating, median of --repeats; and how long a lost worker takes to
+// What the gRPC hop costs: the same greedy generations on the engine directly and
+// through a RemoteWorker -> WorkerService (loopback, this process) -> the same engine,
+// alternating, median of --repeats; and how long a lost worker takes to
 // be noticed (server stopped mid-stream: stream end, Load() Unavailable).
 //   bazel run //scheduler/cluster:remote_worker_benchmark -- --streams=4 --tokens=64
 #include <algorithm>
@@ -14,9 +14,8 @@
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
-#include "scheduler/cluster/inprocess_worker.h"
 #include "scheduler/cluster/remote_worker.h"
-#include "scheduler/cluster/worker_test_support.h"
+#include "scheduler/engine/engine_test_support.h"
 #include "server/worker/worker_service.h"
 
 ABSL_FLAG(int, streams, 4, "concurrent streams");
@@ -51,7 +50,7 @@ int Main() {
     std::fprintf(stderr, "%s\n", world.status().ToString().c_str());
     return 1;
   }
-  InProcessWorker local((*world)->engine.get(), InProcessWorkerOptions());
+  Engine& local = *(*world)->engine;
   std::atomic<bool> serving{true};
   WorkerService service(&local, &serving, nullptr);
   int port = 0;

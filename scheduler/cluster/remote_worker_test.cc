@@ -1,6 +1,6 @@
 // RemoteWorker against a WorkerService served in this process on a loopback port, over an
-// InProcessWorker on the real model: the same tokens, logprobs and end-of-generation as
-// the InProcessWorker itself; errors and cancellation cross the wire; a worker that stops
+// engine on the real model: the same tokens, logprobs and end-of-generation as the engine
+// itself; errors and cancellation cross the wire; a worker that stops
 // answering heartbeats, or whose server goes away mid-stream, ends its streams with
 // kUnavailable and its Load() goes Unavailable; a draining worker finishes its streams.
 #include "scheduler/cluster/remote_worker.h"
@@ -10,8 +10,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "scheduler/cluster/inprocess_worker.h"
-#include "scheduler/cluster/worker_test_support.h"
+#include "scheduler/engine/engine_test_support.h"
 #include "server/worker/worker_service.h"
 
 namespace loom {
@@ -87,11 +86,8 @@ class RemoteWorkerTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    InProcessWorkerOptions o;
-    o.adapters = world_->store.get();
-    o.max_batch_size = world_->engine_options.max_running;
-    local_ = std::make_unique<InProcessWorker>(world_->engine.get(), o);
-    served_ = std::make_unique<LoadFailingWorker>(local_.get());
+    local_ = world_->engine.get();
+    served_ = std::make_unique<LoadFailingWorker>(local_);
     server_ = std::make_unique<LoopbackServer>(served_.get());
     ASSERT_NE(server_->server, nullptr);
     RemoteWorkerOptions ro;
@@ -106,7 +102,6 @@ class RemoteWorkerTest : public ::testing::Test {
     remote_.reset();
     server_.reset();
     served_.reset();
-    local_.reset();
   }
 
   static WorkerRequest Request(const std::string& text, int max_new_tokens) {
@@ -118,13 +113,13 @@ class RemoteWorkerTest : public ::testing::Test {
   }
 
   static inline WorkerWorld* world_ = nullptr;
-  std::unique_ptr<InProcessWorker> local_;
+  Engine* local_ = nullptr;
   std::unique_ptr<LoadFailingWorker> served_;
   std::unique_ptr<LoopbackServer> server_;
   std::unique_ptr<RemoteWorker> remote_;
 };
 
-TEST_F(RemoteWorkerTest, SameTokensLogprobsAndEndAsInProcess) {
+TEST_F(RemoteWorkerTest, SameTokensLogprobsAndEndAsTheEngine) {
   std::vector<WorkerRequest> requests;
   requests.push_back(Request("The capital of France is", 16));
   WorkerRequest seeded = Request("Once upon a time,", 16);
@@ -138,7 +133,7 @@ TEST_F(RemoteWorkerTest, SameTokensLogprobsAndEndAsInProcess) {
   adapter.adapter_id = "a0";
   adapter.top_logprobs = 2;
   requests.push_back(adapter);
-  absl::StatusOr<std::vector<int32_t>> chat = world_->model->chat->Render(
+  absl::StatusOr<std::vector<int32_t>> chat = world_->chat->Render(
       {{"user", "What is 2 + 2?"}}, /*add_generation_prompt=*/true);
   ASSERT_TRUE(chat.ok());
   WorkerRequest ends;
@@ -147,7 +142,7 @@ TEST_F(RemoteWorkerTest, SameTokensLogprobsAndEndAsInProcess) {
   ends.stop_at_end_of_generation = true;
   requests.push_back(ends);
   for (const WorkerRequest& r : requests) {
-    auto local = RunToEnd(local_.get(), r);
+    auto local = RunToEnd(local_, r);
     auto remote = RunToEnd(remote_.get(), r);
     ASSERT_TRUE(local->final_event().error.ok()) << local->final_event().error;
     ASSERT_TRUE(remote->final_event().error.ok()) << remote->final_event().error;
@@ -168,7 +163,7 @@ TEST_F(RemoteWorkerTest, ConcurrentStreamsEachEqualAlone) {
   const char* texts[] = {"Water boils at", "The three primary colors are", "My favourite book is",
                          "Hello, my name is"};
   std::vector<std::vector<int32_t>> alone;
-  for (const char* t : texts) alone.push_back(RunToEnd(local_.get(), Request(t, 12))->tokens());
+  for (const char* t : texts) alone.push_back(RunToEnd(local_, Request(t, 12))->tokens());
   std::vector<std::unique_ptr<EventCollector>> cs;
   for (const char* t : texts) {
     cs.push_back(std::make_unique<EventCollector>());
@@ -182,11 +177,11 @@ TEST_F(RemoteWorkerTest, ConcurrentStreamsEachEqualAlone) {
 }
 
 TEST_F(RemoteWorkerTest, ErrorsAndCancellationCrossTheWire) {
-  EventCollector c;
   WorkerRequest bad = Request("Hi", 4);
-  bad.max_new_tokens = 0;  // checked before any RPC
-  EXPECT_EQ(remote_->Start(bad, c.Callback()).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  bad.max_new_tokens = 0;  // the worker's engine refuses it; the refusal crosses the wire
+  auto refused = RunToEnd(remote_.get(), bad);
+  EXPECT_EQ(refused->final_event().error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused->final_event().error.message().find("max_new_tokens"), std::string::npos);
   WorkerRequest unknown = Request("Hi", 4);
   unknown.adapter_id = "nope";
   EXPECT_EQ(RunToEnd(remote_.get(), unknown)->final_event().error.code(),
@@ -262,7 +257,7 @@ TEST_F(RemoteWorkerTest, MissedHeartbeatsFailOpenStreamsThenRecover) {
 // running stream finishes normally; new streams fail kUnavailable.
 TEST_F(RemoteWorkerTest, DrainingWorkerFinishesRunningStreamsAndRefusesNewOnes) {
   const WorkerRequest r = Request("Once upon a time", 30);
-  const std::vector<int32_t> alone = RunToEnd(local_.get(), r)->tokens();
+  const std::vector<int32_t> alone = RunToEnd(local_, r)->tokens();
   EventCollector c;
   ASSERT_TRUE(remote_->Start(r, c.Callback()).ok());
   ASSERT_TRUE(Eventually([&] { return !c.tokens().empty(); }));

@@ -6,7 +6,7 @@
 #define LOOM_SCHEDULER_CLUSTER_WORKER_PROTO_H_
 
 #include "proto/loom/internal/v1/worker.pb.h"
-#include "scheduler/cluster/worker.h"
+#include "scheduler/worker/worker.h"
 
 namespace loom {
 

@@ -3,34 +3,15 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "models/sampling/sampler.h"
-#include "models/tokenizer/incremental_detokenizer.h"
-#include "scheduler/engine/lora_adapter_weights.h"
+#include "scheduler/engine/engine_sequence.h"
 
 namespace loom {
 
-struct Engine::Sequence {
-  uint64_t id = 0;
-  EngineRequest req;
-  StreamCallback callback;
-  AdapterLease lease;
-  std::unique_ptr<LoraAdapterWeights> adapter;  // view over lease; null = base model
-  int32_t kv_seq = -1;
-  int32_t in_cache = 0;           // tokens with K/V in the cache
-  std::vector<int32_t> history;   // prompt + generated tokens already fed or to prefill
-  int32_t prompt_len = 0;
-  std::optional<int32_t> pending; // sampled and streamed, not yet fed
-  std::optional<Sampler> sampler;
-  std::optional<StopChecker> stop;
-  std::unique_ptr<IncrementalDetokenizer> detok;
-  absl::Time arrival;
-  absl::Time last_token_time;
-  int completion_tokens = 0;
-  bool cancelled = false;
-  bool done = false;
-};
 
 namespace {
 
@@ -39,13 +20,23 @@ int ContextOf(const LlamaModel& model, const EngineOptions& o) {
   return o.max_context > 0 ? std::min(m, o.max_context) : m;
 }
 
+// Distinct non-empty adapter ids of `seqs`, sorted.
+template <typename Container>
+std::vector<std::string> AdapterIds(const Container& seqs) {
+  std::set<std::string> ids;
+  for (const auto& s : seqs) {
+    if (!s->req.adapter_id.empty()) ids.insert(s->req.adapter_id);
+  }
+  return std::vector<std::string>(ids.begin(), ids.end());
+}
+
 }  // namespace
 
-Engine::Engine(const LlamaModel* model, const Tokenizer* tokenizer, AdapterStore* adapters,
+Engine::Engine(const LlamaModel* model, std::vector<int32_t> eog, AdapterStore* adapters,
                EngineObserver* observer, EngineOptions options,
                std::unique_ptr<PagedKvCache> kv, int max_context)
     : model_(model),
-      tokenizer_(tokenizer),
+      eog_ids_(std::move(eog)),
       adapters_(adapters),
       observer_(observer),
       options_(std::move(options)),
@@ -57,14 +48,10 @@ Engine::Engine(const LlamaModel* model, const Tokenizer* tokenizer, AdapterStore
   stats_.max_context = max_context_;
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LlamaModel* model,
-                                                       const Tokenizer* tokenizer,
-                                                       AdapterStore* adapters,
-                                                       EngineObserver* observer,
-                                                       const EngineOptions& options) {
-  if (model == nullptr || tokenizer == nullptr) {
-    return absl::InvalidArgumentError("Engine: model and tokenizer are required");
-  }
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
+    const LlamaModel* model, std::vector<int32_t> end_of_generation_ids,
+    AdapterStore* adapters, EngineObserver* observer, const EngineOptions& options) {
+  if (model == nullptr) return absl::InvalidArgumentError("Engine: a model is required");
   if (options.max_batch_tokens < 1 || options.max_running < 1 || options.max_queued < 0) {
     return absl::InvalidArgumentError(
         "Engine: max_batch_tokens and max_running must be >= 1, max_queued >= 0");
@@ -72,8 +59,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LlamaModel* model,
   absl::StatusOr<std::unique_ptr<PagedKvCache>> kv =
       PagedKvCache::Create(model->config(), options.kv);
   if (!kv.ok()) return kv.status();
-  std::unique_ptr<Engine> e(new Engine(model, tokenizer, adapters, observer, options,
-                                       *std::move(kv), ContextOf(*model, options)));
+  std::unique_ptr<Engine> e(new Engine(model, std::move(end_of_generation_ids), adapters,
+                                       observer, options, *std::move(kv),
+                                       ContextOf(*model, options)));
   e->thread_ = std::thread([raw = e.get()] { raw->Loop(); });
   return e;
 }
@@ -81,95 +69,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LlamaModel* model,
 Engine::~Engine() {
   Shutdown(absl::ZeroDuration());
   if (thread_.joinable()) thread_.join();
-}
-
-absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request, StreamCallback callback) {
-  const LlamaConfig& cfg = model_->config();
-  if (request.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
-  for (int32_t t : request.prompt) {
-    if (t < 0 || t >= cfg.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "prompt token id %d is outside the vocabulary [0, %d)", t, cfg.vocab_size));
-    }
-  }
-  if (request.max_tokens < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("max_tokens = %d must be >= 1", request.max_tokens));
-  }
-  if (request.top_logprobs < 0 || request.top_logprobs > 20) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("top_logprobs = %d must be in [0, 20]", request.top_logprobs));
-  }
-  const int64_t need = static_cast<int64_t>(request.prompt.size()) + request.max_tokens;
-  if (need > max_context_) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "prompt (%d tokens) + max_tokens (%d) = %d exceeds the maximum context of %d tokens",
-        request.prompt.size(), request.max_tokens, need, max_context_));
-  }
-  const int64_t pages_needed = (need + kv_->page_size() - 1) / kv_->page_size();
-  if (pages_needed > kv_->allocator().total_pages()) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "prompt + max_tokens = %d tokens exceeds the KV cache capacity of %d tokens", need,
-        int64_t{kv_->allocator().total_pages()} * kv_->page_size()));
-  }
-  if (absl::Status s = request.sampling.Validate(); !s.ok()) return s;
-  auto seq = std::make_unique<Sequence>();
-  absl::StatusOr<Sampler> sampler = Sampler::Create(request.sampling);
-  if (!sampler.ok()) return sampler.status();
-  std::vector<int32_t> stop_ids;
-  if (request.stop_at_end_of_generation) stop_ids = tokenizer_->end_of_generation_ids();
-  absl::StatusOr<StopChecker> stop =
-      StopChecker::Create(request.stop_strings, std::move(stop_ids), request.max_tokens);
-  if (!stop.ok()) return stop.status();
-  if (!request.adapter_id.empty()) {
-    if (adapters_ == nullptr) {
-      return absl::NotFoundError(
-          absl::StrFormat("adapter '%s' not found: no adapters are configured",
-                          request.adapter_id));
-    }
-    // Lease now: the adapter cannot be unloaded or evicted under this request.
-    absl::StatusOr<AdapterLease> lease = adapters_->Acquire(request.adapter_id);
-    if (!lease.ok()) return lease.status();
-    seq->lease = *std::move(lease);
-    seq->adapter = std::make_unique<LoraAdapterWeights>(seq->lease.get());
-  }
-  seq->sampler.emplace(*std::move(sampler));
-  seq->stop.emplace(*std::move(stop));
-  seq->detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_);
-  seq->history = request.prompt;
-  seq->prompt_len = static_cast<int32_t>(request.prompt.size());
-  seq->req = std::move(request);
-  seq->callback = std::move(callback);
-  seq->arrival = absl::Now();
-
-  absl::MutexLock l(&mu_);
-  if (stopping_) return absl::UnavailableError("server is shutting down");
-  if (queued_ >= options_.max_queued) {
-    return absl::ResourceExhaustedError(
-        absl::StrFormat("request queue is full (%d waiting)", queued_));
-  }
-  seq->id = next_id_++;
-  const uint64_t id = seq->id;
-  ++queued_;
-  inbox_.push_back(std::move(seq));
-  return id;
-}
-
-void Engine::Cancel(uint64_t id) {
-  absl::MutexLock l(&mu_);
-  cancels_.push_back(id);
-}
-
-EngineStats Engine::GetStats() const {
-  absl::MutexLock l(&mu_);
-  return stats_;
-}
-
-void Engine::Shutdown(absl::Duration grace) {
-  absl::MutexLock l(&mu_);
-  stopping_ = true;
-  hard_stop_ = std::min(hard_stop_, absl::Now() + grace);
-  mu_.Await(absl::Condition(&stopped_));
 }
 
 void Engine::TakeInbox() {
@@ -181,17 +80,21 @@ void Engine::TakeInbox() {
     in.swap(inbox_);
     cancels.swap(cancels_);
     hard_stop = stopping_ && absl::Now() >= hard_stop_;
+    if (hard_stop) {  // adapter loads still pending end with the rest
+      for (auto& [id, s] : loading_) in.push_back(std::move(s));
+      loading_.clear();
+    }
   }
   for (auto& s : in) waiting_.push_back(std::move(s));
   const absl::Time now = absl::Now();
   auto check = [&](Sequence* s) {
     if (s->done) return;
     if (hard_stop) {
-      Finish(s, FinishReason::kNone, absl::UnavailableError("server is shutting down"));
+      Finish(s, false, absl::UnavailableError("server is shutting down"));
     } else if (std::find(cancels.begin(), cancels.end(), s->id) != cancels.end()) {
-      Finish(s, FinishReason::kNone, absl::CancelledError("request cancelled"));
+      Finish(s, false, absl::CancelledError("request cancelled"));
     } else if (now > s->req.deadline) {
-      Finish(s, FinishReason::kNone, absl::DeadlineExceededError("request deadline exceeded"));
+      Finish(s, false, absl::DeadlineExceededError("request deadline exceeded"));
     }
   };
   for (auto& s : waiting_) check(s.get());
@@ -293,26 +196,17 @@ bool Engine::BuildStep(std::vector<SequenceChunk>* chunks, std::vector<Sequence*
   return !chunks->empty();
 }
 
-void Engine::Finish(Sequence* s, FinishReason reason, absl::Status error) {
+void Engine::Finish(Sequence* s, bool end_of_generation, absl::Status error) {
   if (s->done) return;
   s->done = true;
-  StreamEvent ev;
-  if (error.ok()) {
-    if (reason != FinishReason::kStop) {
-      ev.text = s->stop->Flush();
-      ev.text += s->detok->Flush();
-    }
-  } else {
-    ev.error = error;
-  }
+  WorkerEvent ev;
   ev.finished = true;
-  ev.finish_reason = error.ok() ? reason : FinishReason::kNone;
-  ev.prompt_tokens = s->prompt_len;
-  ev.completion_tokens = s->completion_tokens;
+  ev.end_of_generation = end_of_generation && error.ok();
+  ev.error = error;
   if (s->callback) s->callback(ev);
   if (observer_) {
-    observer_->OnFinish(s->req.adapter_id, error, s->prompt_len, s->completion_tokens,
-                        absl::Now() - s->arrival);
+    observer_->OnFinish(s->req.adapter_id, error, static_cast<int>(s->req.context.size()),
+                        s->completion_tokens, absl::Now() - s->arrival);
   }
   if (s->kv_seq >= 0) kv_->Release(s->kv_seq);
   s->kv_seq = -1;
@@ -320,13 +214,14 @@ void Engine::Finish(Sequence* s, FinishReason reason, absl::Status error) {
 }
 
 void Engine::HandleLogits(Sequence* s, const float* logits) {
-  const int vocab = model_->config().vocab_size;
-  const absl::Span<const float> row(logits, vocab);
+  const absl::Span<const float> row(logits, model_->config().vocab_size);
   const int32_t tok = s->sampler->Sample(row, s->history);
-  StreamEvent ev;
+  WorkerEvent ev;
   ev.token_ids.push_back(tok);
+  if (s->req.logprobs || s->req.top_logprobs > 0) {
+    ev.logprobs.push_back(Sampler::TokenLogprob(row, tok));
+  }
   if (s->req.top_logprobs > 0) {
-    ev.token_logprobs.push_back(Sampler::TokenLogprob(row, tok));
     ev.top_logprobs.push_back(Sampler::TopLogprobs(row, s->req.top_logprobs));
   }
   ++s->completion_tokens;
@@ -339,31 +234,38 @@ void Engine::HandleLogits(Sequence* s, const float* logits) {
     }
   }
   s->last_token_time = now;
-  absl::StatusOr<std::string> piece = s->detok->Push(tok);
-  const StopChecker::Step st = s->stop->Update(tok, piece.ok() ? *piece : std::string());
-  ev.text = st.text;
-  if (st.finished) {
-    ev.prompt_tokens = s->prompt_len;
-    ev.completion_tokens = s->completion_tokens;
-    // The final event carries the last token and the finish reason together.
-    std::string tail;
-    if (st.reason != FinishReason::kStop) tail = s->detok->Flush();
-    ev.text += tail;
-    ev.finished = true;
-    ev.finish_reason = st.reason;
-    s->done = true;
+  const bool eog = s->req.stop_at_end_of_generation &&
+                   std::find(eog_ids_.begin(), eog_ids_.end(), tok) != eog_ids_.end();
+  if (!eog && s->completion_tokens < s->req.max_new_tokens) {
     if (s->callback) s->callback(ev);
-    if (observer_) {
-      observer_->OnFinish(s->req.adapter_id, absl::OkStatus(), s->prompt_len,
-                          s->completion_tokens, now - s->arrival);
-    }
-    kv_->Release(s->kv_seq);
-    s->kv_seq = -1;
-    s->lease.Reset();
+    s->pending = tok;
     return;
   }
+  // The final event carries the last token.
+  s->done = true;
+  ev.finished = true;
+  ev.end_of_generation = eog;
   if (s->callback) s->callback(ev);
-  s->pending = tok;
+  if (observer_) {
+    observer_->OnFinish(s->req.adapter_id, absl::OkStatus(),
+                        static_cast<int>(s->req.context.size()), s->completion_tokens,
+                        now - s->arrival);
+  }
+  kv_->Release(s->kv_seq);
+  s->kv_seq = -1;
+  s->lease.Reset();
+}
+
+void Engine::PublishStats(int batch_tokens, int batch_sequences, absl::Duration step_time) {
+  absl::MutexLock l(&mu_);
+  ++stats_.steps;
+  stats_.last_batch_tokens = batch_tokens;
+  stats_.last_batch_sequences = batch_sequences;
+  stats_.kv_pages_used = kv_->allocator().used_pages();
+  const double t = absl::ToDoubleSeconds(step_time);
+  const double w = options_.step_ewma_weight;
+  stats_.step_seconds_ewma =
+      stats_.step_seconds_ewma == 0.0 ? t : w * t + (1.0 - w) * stats_.step_seconds_ewma;
 }
 
 void Engine::Loop() {
@@ -381,14 +283,19 @@ void Engine::Loop() {
     reap(waiting_);
     Admit();
     const bool work = BuildStep(&chunks, &owners);
+    std::vector<std::string> running_adapters = AdapterIds(running_);
+    std::vector<std::string> waiting_adapters = AdapterIds(waiting_);
     {
       absl::MutexLock l(&mu_);
       queued_ = static_cast<int>(waiting_.size() + inbox_.size());
       stats_.running = static_cast<int>(running_.size());
       stats_.waiting = queued_;
       stats_.kv_pages_used = kv_->allocator().used_pages();
+      stats_.running_adapters = std::move(running_adapters);
+      stats_.waiting_adapters = std::move(waiting_adapters);
       if (!work) {
-        if (stopping_ && running_.empty() && waiting_.empty() && inbox_.empty()) {
+        if (stopping_ && running_.empty() && waiting_.empty() && inbox_.empty() &&
+            loading_.empty()) {
           stopped_ = true;
           return;
         }
@@ -400,6 +307,7 @@ void Engine::Loop() {
         continue;
       }
     }
+    const absl::Time step_start = absl::Now();
     absl::StatusOr<BatchPlan> plan = BatchPlan::Build(chunks, *kv_, vocab);
     absl::Status status = plan.status();
     if (status.ok()) {
@@ -409,7 +317,7 @@ void Engine::Loop() {
     }
     if (!status.ok()) {
       // A failed step fails the requests in it, never the daemon.
-      for (Sequence* s : owners) Finish(s, FinishReason::kNone, status);
+      for (Sequence* s : owners) Finish(s, false, status);
       continue;
     }
     int batch_tokens = 0;
@@ -424,13 +332,7 @@ void Engine::Loop() {
       const auto [r0, r1] = plan->logit_rows(c);
       if (r1 > r0) HandleLogits(s, logits_.data() + static_cast<size_t>(r0) * vocab);
     }
-    {
-      absl::MutexLock l(&mu_);
-      ++stats_.steps;
-      stats_.last_batch_tokens = batch_tokens;
-      stats_.last_batch_sequences = static_cast<int>(chunks.size());
-      stats_.kv_pages_used = kv_->allocator().used_pages();
-    }
+    PublishStats(batch_tokens, static_cast<int>(chunks.size()), absl::Now() - step_start);
     if (observer_) {
       observer_->OnStep(batch_tokens, static_cast<int>(chunks.size()),
                         static_cast<int>(running_.size()), static_cast<int>(waiting_.size()),

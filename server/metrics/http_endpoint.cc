@@ -1,13 +1,10 @@
 #include "server/metrics/http_endpoint.h"
 
-#include <atomic>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "httplib.h"
-
-#include <sys/socket.h>
+#include "server/metrics/http_listener.h"
 
 namespace loom {
 
@@ -24,12 +21,6 @@ absl::Status HttpEndpoint::Start(const std::string& host, int port, ServerMetric
 
   auto server = std::make_unique<httplib::Server>();
   server->new_task_queue = [] { return new httplib::ThreadPool(2); };
-  // httplib's default also sets SO_REUSEPORT, which would let a second process bind the
-  // same port silently; keep only SO_REUSEADDR (quick restart over TIME_WAIT).
-  server->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
   server->Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
     res.status = 200;
     res.set_content(metrics->Render(), "text/plain; version=0.0.4; charset=utf-8");
@@ -46,33 +37,13 @@ absl::Status HttpEndpoint::Start(const std::string& host, int port, ServerMetric
   server->Get("/healthz", health);
   server->Get("/readyz", health);
 
-  int bound = 0;
-  if (port == 0) {
-    bound = server->bind_to_any_port(host);
-    if (bound <= 0) bound = -1;
-  } else {
-    bound = server->bind_to_port(host, port) ? port : -1;
-  }
-  if (bound < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("HttpEndpoint: cannot bind ", host, ":", port));
-  }
-
-  httplib::Server* raw = server.get();
-  auto finished = std::make_shared<std::atomic<bool>>(false);
-  thread_ = std::thread([raw, finished] {
-    raw->listen_after_bind();
-    finished->store(true);
-  });
-  // Server::stop() is a no-op until the accept loop runs, so wait for it to start (or
-  // to have ended at once, which is a failure).
-  while (!raw->is_running() && !finished->load()) absl::SleepFor(absl::Milliseconds(1));
-  if (finished->load()) {
-    thread_.join();
-    return absl::InternalError("HttpEndpoint: accept loop ended at start");
+  absl::StatusOr<int> bound = StartHttpListener(server.get(), host, port, &thread_);
+  if (!bound.ok()) {
+    return absl::Status(bound.status().code(),
+                        absl::StrCat("HttpEndpoint: ", bound.status().message()));
   }
   server_ = std::move(server);
-  port_ = bound;
+  port_ = *bound;
   return absl::OkStatus();
 }
 

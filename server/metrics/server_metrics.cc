@@ -162,6 +162,8 @@ ServerMetrics::ServerMetrics(Options options)
   adapter_load_error_ = &load.Add({{"result", "error"}}, LoadBuckets());
   ready_gauge_ = gauge("loom_ready", "1 once the model is loaded and serving, else 0.");
   observer_ = std::make_unique<Observer>(this);
+  tenants_ = std::make_unique<TenantMetrics>(r, options_.max_tenant_labels);
+  lora_requests_info_ = std::make_unique<LoraRequestsInfo>(r);
 }
 
 ServerMetrics::~ServerMetrics() = default;

@@ -49,6 +49,9 @@
 //                                                      resident adapters)
 //   loom_adapter_load_seconds{result}        histogram ObserveAdapterLoad; result = ok|error
 //   loom_ready                               gauge     SetReady (1 ready, 0 not)
+//   loom_tenant_*                            counters  tenants() (tenant_metrics.h)
+//   loom_lora_requests_info{running_lora_adapters,waiting_lora_adapters,max_lora}
+//                                            gauge     lora_requests_info() (its header)
 // The latency histograms carry no adapter label (bounded cardinality).
 //
 // Adapter label of loom_requests_total (bounded cardinality):
@@ -95,6 +98,8 @@
 #include "prometheus/registry.h"
 #include "scheduler/engine/engine.h"
 #include "scheduler/engine/engine_observer.h"
+#include "server/metrics/lora_requests_info.h"
+#include "server/metrics/tenant_metrics.h"
 
 namespace loom {
 
@@ -104,6 +109,7 @@ class ServerMetrics {
     int max_adapter_labels = 20;                       // N, >= 0
     absl::Duration rerank_interval = absl::Minutes(1);  // InfiniteDuration(): never auto
     int max_tracked_adapters = 10000;
+    int max_tenant_labels = 100;                        // TenantMetrics
   };
 
   ServerMetrics();
@@ -144,6 +150,10 @@ class ServerMetrics {
   // Runs the scrape hook, then returns the Prometheus text exposition format 0.0.4 of
   // every metric.
   std::string Render() const;
+  // Per-tenant counters and the gateway's adapter gauge (same registry).
+  TenantMetrics* tenants() { return tenants_.get(); }
+  LoraRequestsInfo* lora_requests_info() { return lora_requests_info_.get(); }
+
   // For components that want to register their own families (same exposition).
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
@@ -188,6 +198,8 @@ class ServerMetrics {
   prometheus::Gauge* ready_gauge_ = nullptr;
 
   std::unique_ptr<Observer> observer_;
+  std::unique_ptr<TenantMetrics> tenants_;
+  std::unique_ptr<LoraRequestsInfo> lora_requests_info_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_set<std::string> slots_ ABSL_GUARDED_BY(mu_);

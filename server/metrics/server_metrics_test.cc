@@ -396,5 +396,41 @@ TEST(ServerMetricsTest, ConcurrentUpdatesAreExact) {
   EXPECT_EQ(e.Get("loom_kv_cache_pages_used"), kPerThread - 1);
 }
 
+// vllm:lora_requests_info's shape: one series, the state in its labels, the update time
+// as its value; a change of state replaces the series.
+TEST(ServerMetricsTest, LoraRequestsInfoIsOneSeriesWithTheStateInItsLabels) {
+  ServerMetrics m;
+  m.lora_requests_info()->Set({"a", "b"}, {"c"}, 4, absl::FromUnixSeconds(1700000000));
+  std::string text = m.Render();
+  EXPECT_NE(text.find("# TYPE loom_lora_requests_info gauge"), std::string::npos);
+  EXPECT_NE(text.find(R"(loom_lora_requests_info{max_lora="4",running_lora_adapters="a,b",)"
+                      R"(waiting_lora_adapters="c"} 1700000000)"),
+            std::string::npos)
+      << text;
+  m.lora_requests_info()->Set({}, {}, 4, absl::FromUnixSeconds(1700000005));
+  text = m.Render();
+  EXPECT_EQ(text.find("running_lora_adapters=\"a,b\""), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(loom_lora_requests_info{max_lora="4",running_lora_adapters="",)"
+                      R"(waiting_lora_adapters=""} 1700000005)"),
+            std::string::npos)
+      << text;
+}
+
+// Tenant labels are capped like adapter labels.
+TEST(ServerMetricsTest, TenantLabelsAreCapped) {
+  ServerMetrics::Options o;
+  o.max_tenant_labels = 2;
+  ServerMetrics m(o);
+  for (const char* t : {"acme", "globex", "initech", "umbrella"}) {
+    m.tenants()->RecordRequest(t, absl::StatusCode::kOk);
+    m.tenants()->RecordTokens(t, 10, 5);
+  }
+  Exposition e = Scrape(m);
+  EXPECT_EQ(e.LabelValues("loom_tenant_requests_total", "tenant").size(), 3u);  // + other
+  EXPECT_EQ(e.Get(R"(loom_tenant_requests_total{code="OK",tenant="other"})"), 2);
+  EXPECT_EQ(e.Get(R"(loom_tenant_prompt_tokens_total{tenant="acme"})"), 10);
+  EXPECT_EQ(e.Get(R"(loom_tenant_generation_tokens_total{tenant="other"})"), 10);
+}
+
 }  // namespace
 }  // namespace loom

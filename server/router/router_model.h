@@ -16,7 +16,7 @@ namespace loom {
 
 struct RouterModel {
   // name, vocab, tokenizer, chat are set; pool/backend/lora_ops/model are null. Enough
-  // for request_conversion (TokenizeText, TokenizeChat, ToEngineRequest).
+  // for the edge (request_validation.h: templating and tokenizing prompts).
   std::unique_ptr<ServingModel> serving;
   int max_context = 0;  // the model's, or min(model's, the cap given)
 };

@@ -16,7 +16,11 @@
 #include "server/router/admin_fanout.h"
 #include "server/router/router_metrics.h"
 #include "server/router/router_model.h"
+#include "server/router/cluster_adapter_admin.h"
 #include "server/router/router_services.h"
+#include "server/inference_edge.h"
+#include "server/inference_service.h"
+#include "server/model_catalog.h"
 #include "server/router/worker_addresses.h"
 #include "spdlog/spdlog.h"
 
@@ -91,7 +95,6 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
   co.max_queued = static_cast<size_t>(std::max(o.max_queued, 1));
   co.consolidation_interval = r.consolidation_interval;
   co.idle_grace = r.idle_grace;
-  co.max_context = model->max_context;
   absl::StatusOr<std::unique_ptr<ClusterFrontend>> frontend =
       ClusterFrontend::Create(model->serving->tokenizer.get(), co);
   if (!frontend.ok()) return frontend.status();
@@ -99,7 +102,19 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
   AddNewWorkers(*items, factory, fe);
 
   RouterMetrics router_metrics(&metrics);
-  metrics.SetScrapeHook([&] { router_metrics.Update(fe->GetStatus()); });
+  metrics.SetScrapeHook([&] {
+    const ClusterStatus st = fe->GetStatus();
+    router_metrics.Update(st);
+    metrics.lora_requests_info()->Set(st.running_adapters, st.waiting_adapters,
+                                      r.max_batch_size);
+  });
+
+  // Everything that can fail before a thread starts.
+  absl::StatusOr<BearerAuth> admin_auth = AdminAuthFor(o);
+  if (!admin_auth.ok()) return admin_auth.status();
+  BearerAuth auth = *std::move(admin_auth);
+  absl::StatusOr<std::unique_ptr<Admission>> admission = StartAdmission(o, &metrics);
+  if (!admission.ok()) return admission.status();
 
   absl::Notification stop_resolver;
   std::thread resolver([&] {
@@ -108,14 +123,15 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
     }
   });
 
-  absl::StatusOr<BearerAuth> admin_auth = AdminAuthFor(o);
-  if (!admin_auth.ok()) return admin_auth.status();
-  BearerAuth auth = *std::move(admin_auth);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentialsFor(o);
   std::atomic<bool> serving{false};
-  RouterInferenceService inference(model->serving.get(), model->max_context, fe, &metrics,
-                                   &serving);
+  ClusterModelCatalog catalog(model->serving->name, model->max_context, fe);
+  InferenceEdge edge({model->serving.get(), fe, &catalog, admission->get(),
+                      LimitsFor(o, model->max_context), &metrics, &serving});
+  InferenceService inference(&edge);
   AdminFanout fanout(r.worker_admin_port, r.worker_admin_port_offset);
+  ClusterAdapterAdmin adapter_admin(fe, &fanout);
+  OpenAiServer openai(&edge, &adapter_admin, OpenAiOptionsFor(o, auth));
   RouterAdminService admin(model->serving.get(), fe, std::move(auth), &serving,
                            o.kv_page_size, &fanout);
   absl::Status result = absl::OkStatus();
@@ -125,7 +141,8 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
   } else {
     EnableHealthAndReflection();
     absl::StatusOr<std::unique_ptr<grpc::Server>> is = StartGrpcServer(
-        ListenAddress(o.host, o.port), *creds, &inference, "loom.v1.Inference");
+        ListenAddress(o.host, o.port), *creds, &inference, "loom.v1.Inference",
+        o.max_request_bytes);
     absl::StatusOr<std::unique_ptr<grpc::Server>> as =
         is.ok() ? StartGrpcServer(ListenAddress(o.admin_host, o.admin_port), *creds, &admin,
                                   "loom.v1.Admin")
@@ -133,13 +150,14 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
     if (is.ok()) inference_server = *std::move(is);
     if (as.ok()) admin_server = *std::move(as);
     if (!as.ok()) result = as.status();
+    if (result.ok()) result = StartOpenAiServer(o, &openai);
   }
   if (result.ok()) {
     serving.store(true, std::memory_order_release);
     metrics.SetReady(true);
     spdlog::info("event=ready role=router placement={} max_batch_size={}", r.placement,
                  r.max_batch_size);
-    const int sig = WaitForTerminationSignal();
+    const int sig = WaitForTerminationSignal([&] { ReloadApiKeys(o, admission->get()); });
     spdlog::info("event=shutdown signal={} grace_seconds={:.1f}", sig,
                  absl::ToDoubleSeconds(o.shutdown_grace));
     serving.store(false, std::memory_order_release);
@@ -154,6 +172,7 @@ absl::Status ServeRouter(const ServerOptions& o, const RouterSettings& r,
   });
   fe->Shutdown(o.shutdown_grace);
   stopper.join();
+  openai.Stop();  // its streams ended with the frontend's requests
   if (admin_server) admin_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   stop_resolver.Notify();
   resolver.join();

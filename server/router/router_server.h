@@ -27,7 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "scheduler/cluster/worker.h"
+#include "scheduler/worker/worker.h"
 #include "server/server_config.h"
 
 namespace loom {

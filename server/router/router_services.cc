@@ -2,62 +2,10 @@
 
 #include "absl/strings/str_format.h"
 #include "server/admin_service.h"
-#include "server/request_conversion.h"
-#include "server/router/router_generate_reactor.h"
 #include "server/status_mapping.h"
 #include "spdlog/spdlog.h"
 
 namespace loom {
-
-grpc::ServerWriteReactor<v1::GenerateResponse>* RouterInferenceService::Generate(
-    grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
-  return new RouterGenerateReactor({model_, frontend_, metrics_, serving_}, ctx, request);
-}
-
-grpc::ServerUnaryReactor* RouterInferenceService::Tokenize(grpc::CallbackServerContext* ctx,
-                                                           const v1::TokenizeRequest* request,
-                                                           v1::TokenizeResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::StatusOr<std::vector<int32_t>> ids;
-  switch (request->input_case()) {
-    case v1::TokenizeRequest::kText:
-      ids = TokenizeText(*model_, request->text());
-      break;
-    case v1::TokenizeRequest::kChat:
-      ids = TokenizeChat(*model_, request->chat());
-      break;
-    default:
-      ids = absl::InvalidArgumentError("input: exactly one of text or chat must be set");
-  }
-  if (!ids.ok()) {
-    reactor->Finish(ToGrpcStatus(ids.status()));
-    return reactor;
-  }
-  for (int32_t id : *ids) {
-    response->add_token_ids(id);
-    if (request->return_pieces()) {
-      absl::StatusOr<std::string_view> bytes = model_->tokenizer->TokenBytes(id);
-      response->add_pieces(bytes.ok() ? std::string(*bytes) : std::string());
-    }
-  }
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* RouterInferenceService::ListModels(
-    grpc::CallbackServerContext* ctx, const v1::ListModelsRequest* request,
-    v1::ListModelsResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  v1::ModelInfo* base = response->add_models();
-  base->set_id(model_->name);
-  base->set_kind(v1::ModelInfo::KIND_BASE);
-  base->set_max_context(max_context_);
-  bool any_up = false;
-  for (const ClusterWorkerStatus& w : frontend_->GetStatus().workers) any_up |= w.up;
-  base->set_ready(any_up);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
-}
 
 void FillRouterStatus(const ClusterStatus& s, const std::string& base_model,
                       int kv_page_tokens, v1::GetStatusResponse* out) {
@@ -97,20 +45,6 @@ void FillRouterStatus(const ClusterStatus& s, const std::string& base_model,
   out->set_failovers(s.failovers);
 }
 
-bool RouterAdminService::Authorized(grpc::CallbackServerContext* ctx,
-                                    grpc::ServerUnaryReactor* reactor) const {
-  if (!auth_.required()) return true;
-  std::string_view header;
-  const auto& md = ctx->client_metadata();
-  auto it = md.find("authorization");
-  if (it != md.end()) header = std::string_view(it->second.data(), it->second.size());
-  absl::Status s = auth_.Check(header);
-  if (s.ok()) return true;
-  spdlog::warn("event=admin_unauthenticated peer={}", ctx->peer());
-  reactor->Finish(ToGrpcStatus(s));
-  return false;
-}
-
 std::vector<std::string> RouterAdminService::UpWorkers() const {
   std::vector<std::string> out;
   for (const ClusterWorkerStatus& w : frontend_->GetStatus().workers) {
@@ -142,7 +76,7 @@ grpc::ServerUnaryReactor* RouterAdminService::LoadAdapter(grpc::CallbackServerCo
   AdminFanout& f = fanout_ != nullptr ? *fanout_ : Disabled();
   f.LoadAdapter(UpWorkers(), Authorization(ctx), *request,
                 [reactor, response](absl::StatusOr<v1::LoadAdapterResponse> r) {
-                  if (!r.ok()) return reactor->Finish(ToGrpcStatus(r.status()));
+                  if (!r.ok()) return reactor->Finish(GrpcStatusForClient(r.status()));
                   *response = *std::move(r);
                   reactor->Finish(grpc::Status::OK);
                 });
@@ -157,7 +91,7 @@ grpc::ServerUnaryReactor* RouterAdminService::UnloadAdapter(
   AdminFanout& f = fanout_ != nullptr ? *fanout_ : Disabled();
   f.UnloadAdapter(UpWorkers(), Authorization(ctx), *request,
                   [reactor, response](absl::StatusOr<v1::UnloadAdapterResponse> r) {
-                    if (!r.ok()) return reactor->Finish(ToGrpcStatus(r.status()));
+                    if (!r.ok()) return reactor->Finish(GrpcStatusForClient(r.status()));
                     *response = *std::move(r);
                     reactor->Finish(grpc::Status::OK);
                   });
@@ -172,7 +106,7 @@ grpc::ServerUnaryReactor* RouterAdminService::ListAdapters(grpc::CallbackServerC
   AdminFanout& f = fanout_ != nullptr ? *fanout_ : Disabled();
   f.ListAdapters(UpWorkers(), Authorization(ctx),
                  [reactor, response](absl::StatusOr<v1::ListAdaptersResponse> r) {
-                   if (!r.ok()) return reactor->Finish(ToGrpcStatus(r.status()));
+                   if (!r.ok()) return reactor->Finish(GrpcStatusForClient(r.status()));
                    *response = *std::move(r);
                    reactor->Finish(grpc::Status::OK);
                  });
@@ -203,7 +137,7 @@ grpc::ServerUnaryReactor* RouterAdminService::DrainWorker(grpc::CallbackServerCo
   }
   absl::Status s = frontend_->Drain(request->worker(), request->undrain());
   if (!s.ok()) {
-    reactor->Finish(ToGrpcStatus(s));
+    reactor->Finish(GrpcStatusForClient(s));
     return reactor;
   }
   spdlog::info("event={} worker={} requests={}", request->undrain() ? "undrain" : "drain",

@@ -1,7 +1,5 @@
-// The router role's gRPC services.
-//
-// loom.v1.Inference: Generate through the ClusterFrontend (RouterGenerateReactor);
-// Tokenize and ListModels answered locally from the tokenizer-only model.
+// The router role's loom.v1.Admin service (its loom.v1.Inference is the one
+// InferenceService, server/inference_service.h, over the ClusterFrontend).
 //
 // loom.v1.Admin: GetStatus (per-worker load, up/draining/idle, router counters and scale
 // signals), DrainWorker. Adapter calls (Load/Unload/ListAdapters) go to every worker that
@@ -15,39 +13,13 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/loom/v1/admin.grpc.pb.h"
-#include "proto/loom/v1/inference.grpc.pb.h"
 #include "scheduler/cluster/cluster_frontend.h"
+#include "server/admin_service.h"
 #include "server/bearer_auth.h"
-#include "server/metrics/server_metrics.h"
 #include "server/router/admin_fanout.h"
 #include "server/serving_model.h"
 
 namespace loom {
-
-class RouterInferenceService final : public v1::Inference::CallbackService {
- public:
-  // Every pointer must outlive the service; `metrics` may be null.
-  RouterInferenceService(const ServingModel* model, int max_context, ClusterFrontend* frontend,
-                         ServerMetrics* metrics, const std::atomic<bool>* serving)
-      : model_(model), max_context_(max_context), frontend_(frontend), metrics_(metrics),
-        serving_(serving) {}
-
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) override;
-  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
-  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx,
-                                       const v1::ListModelsRequest* request,
-                                       v1::ListModelsResponse* response) override;
-
- private:
-  const ServingModel* const model_;
-  const int max_context_;
-  ClusterFrontend* const frontend_;
-  ServerMetrics* const metrics_;
-  const std::atomic<bool>* const serving_;
-};
 
 // The GetStatus response for a frontend snapshot (exposed for tests).
 void FillRouterStatus(const ClusterStatus& s, const std::string& base_model,
@@ -79,7 +51,9 @@ class RouterAdminService final : public v1::Admin::CallbackService {
                                         v1::DrainWorkerResponse* response) override;
 
  private:
-  bool Authorized(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) const;
+  bool Authorized(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) const {
+    return AuthorizeAdminCall(auth_, ctx, reactor);
+  }
   std::vector<std::string> UpWorkers() const;
 
   const ServingModel* const model_;

@@ -1,6 +1,7 @@
-// The router's services over an in-process gRPC server and a ClusterFrontend of
-// FakeWorkers: Generate text equals the fake model's uninterrupted run (also across a
-// worker death), Tokenize is local, GetStatus / DrainWorker / metrics reflect the cluster.
+// The router role's services over an in-process gRPC server and a ClusterFrontend of
+// FakeWorkers: the one InferenceService's Generate text equals the fake model's
+// uninterrupted run (also across a worker death), Tokenize is local, GetStatus /
+// DrainWorker / metrics reflect the cluster.
 #include "server/router/router_services.h"
 
 #include <unistd.h>
@@ -16,7 +17,10 @@
 #include "gtest/gtest.h"
 #include "models/tokenizer/test_vocab.h"
 #include "scheduler/cluster/cluster_frontend.h"
-#include "scheduler/cluster/fake_worker.h"
+#include "scheduler/worker/fake_worker.h"
+#include "server/inference_edge.h"
+#include "server/inference_service.h"
+#include "server/model_catalog.h"
 #include "server/metrics/server_metrics.h"
 #include "server/router/admin_fanout.h"
 #include "server/router/router_metrics.h"
@@ -45,7 +49,6 @@ class RouterServicesTest : public ::testing::Test {
     o.policy = "least_loaded";
     o.tick = absl::Milliseconds(5);
     o.idle_grace = absl::ZeroDuration();
-    o.max_context = 512;
     frontend_ = *ClusterFrontend::Create(model_.tokenizer.get(), o);
     FakeWorker::Options a;
     a.name = "127.0.0.1:1";
@@ -53,8 +56,12 @@ class RouterServicesTest : public ::testing::Test {
     auto wa = std::make_unique<FakeWorker>(a);
     a_ = wa.get();
     ASSERT_TRUE(frontend_->AddWorker(std::move(wa)).ok());
-    inference_ = std::make_unique<RouterInferenceService>(&model_, 512, frontend_.get(),
-                                                          &metrics_, &serving_);
+    catalog_ = std::make_unique<ClusterModelCatalog>(model_.name, 512, frontend_.get());
+    RequestLimits limits;
+    limits.max_context = 512;
+    edge_ = std::make_unique<InferenceEdge>(InferenceEdge::Deps{
+        &model_, frontend_.get(), catalog_.get(), &admission_, limits, &metrics_, &serving_});
+    inference_ = std::make_unique<InferenceService>(edge_.get());
     admin_ = std::make_unique<RouterAdminService>(&model_, frontend_.get(), BearerAuth(),
                                                   &serving_, 16);
     grpc::ServerBuilder b;
@@ -83,7 +90,10 @@ class RouterServicesTest : public ::testing::Test {
   std::atomic<bool> serving_{true};
   std::unique_ptr<ClusterFrontend> frontend_;
   FakeWorker* a_ = nullptr;
-  std::unique_ptr<RouterInferenceService> inference_;
+  Admission admission_{AdmissionOptions()};
+  std::unique_ptr<ClusterModelCatalog> catalog_;
+  std::unique_ptr<InferenceEdge> edge_;
+  std::unique_ptr<InferenceService> inference_;
   std::unique_ptr<RouterAdminService> admin_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<LoomClient> client_;

@@ -6,7 +6,6 @@
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "scheduler/cluster/inprocess_worker.h"
 #include "server/admin_service.h"
 #include "server/bearer_auth.h"
 #include "server/daemon_support.h"
@@ -31,20 +30,9 @@ absl::Status RunWorkerRole(const ServerOptions& o) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentialsFor(o);
   if (!creds.ok()) return creds.status();
 
-  InProcessWorkerOptions worker_options;
-  worker_options.name = ListenAddress(o.host, o.port);
-  AdapterManager* adapters = (*host)->adapters();
-  worker_options.ensure_adapter = [adapters](const std::string& id,
-                                             std::function<void(absl::Status)> done) {
-    adapters->EnsureKnownAsync(id, std::move(done));
-  };
-  worker_options.adapters = (*host)->store();
-  worker_options.max_batch_size = o.max_running;
-  InProcessWorker worker(engine, worker_options);
-
   std::atomic<bool> serving{false};
-  WorkerService service(&worker, &serving, &metrics);
-  AdminService admin((*host)->model(), engine, adapters, std::move(auth), &serving,
+  WorkerService service(engine, &serving, &metrics);
+  AdminService admin((*host)->model(), engine, (*host)->adapters(), std::move(auth), &serving,
                      o.kv_page_size);
   EnableHealthAndReflection();
   absl::StatusOr<std::unique_ptr<grpc::Server>> worker_server = StartGrpcServer(
@@ -54,6 +42,7 @@ absl::Status RunWorkerRole(const ServerOptions& o) {
       StartGrpcServer(ListenAddress(o.admin_host, o.admin_port), *creds, &admin,
                       "loom.v1.Admin");
   if (!admin_server.ok()) return admin_server.status();
+  metrics.SetScrapeHook([&] { PublishAdapterRequests(*engine, o, &metrics); });
   serving.store(true, std::memory_order_release);
   metrics.SetReady(true);
   spdlog::info("event=ready role=worker max_context={}", engine->max_context());
@@ -67,12 +56,13 @@ absl::Status RunWorkerRole(const ServerOptions& o) {
   // The server keeps answering heartbeats until then, and closes after.
   serving.store(false, std::memory_order_release);
   metrics.SetReady(false);
-  worker.Close();
+  engine->Close();
   (*worker_server)->GetHealthCheckService()->SetServingStatus(false);
   engine->Shutdown(o.shutdown_grace);
   (*worker_server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   (*admin_server)->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   http.Stop();
+  metrics.SetScrapeHook(nullptr);
   host->reset();
   spdlog::info("event=stopped");
   return absl::OkStatus();

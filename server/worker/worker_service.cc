@@ -89,7 +89,7 @@ class WorkerGenerateReactor final : public grpc::ServerWriteReactor<pb::WorkerGe
           tokens.end_of_generation = false;
           writer.Push(ToProto(tokens));
         }
-        End(ToGrpcStatus(e.error));
+        End(GrpcStatusForClient(e.error));
         return;
       }
       if (!e.token_ids.empty() || e.finished) writer.Push(ToProto(e));
@@ -121,7 +121,7 @@ class WorkerGenerateReactor final : public grpc::ServerWriteReactor<pb::WorkerGe
         worker->Start(std::move(req), [state](const WorkerEvent& e) { state->OnEvent(e); });
     absl::MutexLock l(&state->mu);
     if (!handle.ok()) {
-      state->End(ToGrpcStatus(handle.status()));
+      state->End(GrpcStatusForClient(handle.status()));
       return;
     }
     state->handle = *handle;
@@ -148,7 +148,7 @@ grpc::ServerUnaryReactor* WorkerService::Heartbeat(grpc::CallbackServerContext* 
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::StatusOr<WorkerLoad> load = worker_->Load();
   if (!load.ok()) {
-    reactor->Finish(ToGrpcStatus(load.status()));
+    reactor->Finish(GrpcStatusForClient(load.status()));
     return reactor;
   }
   if (!serving_->load(std::memory_order_acquire)) load->draining = true;

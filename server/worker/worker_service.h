@@ -1,5 +1,5 @@
 // WorkerService: loom.internal.v1.Worker (proto/loom/internal/v1/worker.proto) over a
-// Worker, in practice the InProcessWorker of `loomd --role=worker`.
+// Worker, in practice the engine of `loomd --role=worker`.
 //
 // Generate: one streaming reactor per call. Threads: gRPC callback threads (OnWriteDone,
 // OnCancel, OnDone) and the worker's event thread meet in a shared State guarded by its
@@ -18,7 +18,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "proto/loom/internal/v1/worker.grpc.pb.h"
-#include "scheduler/cluster/worker.h"
+#include "scheduler/worker/worker.h"
 #include "server/metrics/server_metrics.h"
 
 namespace loom {

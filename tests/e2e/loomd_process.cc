@@ -111,6 +111,16 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 }
 
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path) {
+  return HttpCall(port, "GET", path, "");
+}
+
+absl::StatusOr<HttpResponse> HttpPostJson(int port, const std::string& path,
+                                          const std::string& json) {
+  return HttpCall(port, "POST", path, json);
+}
+
+absl::StatusOr<HttpResponse> HttpCall(int port, const std::string& method,
+                                      const std::string& path, const std::string& body) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -120,8 +130,13 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path) {
     close(fd);
     return absl::UnavailableError(absl::StrFormat("cannot connect to port %d", port));
   }
-  const std::string req =
-      absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  std::string req = absl::StrCat(method, " ", path,
+                                 " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+  if (!body.empty()) {
+    absl::StrAppend(&req, "Content-Type: application/json\r\nContent-Length: ", body.size(),
+                    "\r\n");
+  }
+  absl::StrAppend(&req, "\r\n", body);
   if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
     close(fd);
     return absl::UnavailableError("write failed");
@@ -132,12 +147,12 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path) {
   close(fd);
   HttpResponse r;
   const size_t sp = raw.find(' ');
-  const size_t body = raw.find("\r\n\r\n");
-  if (sp == std::string::npos || body == std::string::npos ||
+  const size_t head_end = raw.find("\r\n\r\n");
+  if (sp == std::string::npos || head_end == std::string::npos ||
       !absl::SimpleAtoi(raw.substr(sp + 1, 3), &r.status)) {
     return absl::DataLossError(absl::StrCat("bad HTTP response: ", raw.substr(0, 200)));
   }
-  r.body = raw.substr(body + 4);
+  r.body = raw.substr(head_end + 4);
   return r;
 }
 
@@ -173,10 +188,12 @@ absl::StatusOr<std::unique_ptr<LoomdProcess>> LoomdProcess::Start(std::vector<st
   p->port_ = FreePort();
   p->admin_port_ = FreePort();
   p->metrics_port_ = FreePort();
+  p->http_port_ = FreePort();
   std::vector<std::string> argv = {Runfile("server/loomd"),
                                    absl::StrCat("--port=", p->port_),
                                    absl::StrCat("--admin_port=", p->admin_port_),
-                                   absl::StrCat("--metrics_port=", p->metrics_port_)};
+                                   absl::StrCat("--metrics_port=", p->metrics_port_),
+                                   absl::StrCat("--http_port=", p->http_port_)};
   bool has_threads = false;
   for (const std::string& a : args) has_threads |= absl::StartsWith(a, "--threads");
   if (!has_threads) argv.push_back("--threads=2");

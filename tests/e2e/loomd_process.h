@@ -39,6 +39,11 @@ struct HttpResponse {
   std::string body;
 };
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path);
+// POST http://127.0.0.1:port/path with a JSON body (Connection: close, no chunking).
+absl::StatusOr<HttpResponse> HttpPostJson(int port, const std::string& path,
+                                          const std::string& json);
+absl::StatusOr<HttpResponse> HttpCall(int port, const std::string& method,
+                                      const std::string& path, const std::string& body);
 // The value of an unlabelled Prometheus sample `name` in an exposition; NotFound if absent.
 absl::StatusOr<double> MetricValue(const std::string& exposition, const std::string& name);
 
@@ -49,8 +54,8 @@ absl::Status MakeTestAdapter(const std::string& dir, int rank, uint64_t seed,
 
 class LoomdProcess {
  public:
-  // Starts loomd with `args` plus --port/--admin_port/--metrics_port on free ports and
-  // --threads=2 (unless given), and waits up to `timeout` for health SERVING.
+  // Starts loomd with `args` plus --port/--admin_port/--metrics_port/--http_port on free
+  // ports and --threads=2 (unless given), and waits up to `timeout` for health SERVING.
   static absl::StatusOr<std::unique_ptr<LoomdProcess>> Start(
       std::vector<std::string> args, absl::Duration timeout = absl::Seconds(120));
   ~LoomdProcess();  // SIGKILL if still running
@@ -66,6 +71,7 @@ class LoomdProcess {
   int port() const { return port_; }
   int admin_port() const { return admin_port_; }
   int metrics_port() const { return metrics_port_; }
+  int http_port() const { return http_port_; }  // the OpenAI HTTP API (single, router)
   std::string target() const;        // "127.0.0.1:<port>"
   std::string admin_target() const;  // "127.0.0.1:<admin_port>"
   // The daemon's log so far (stderr and stdout).
@@ -78,7 +84,7 @@ class LoomdProcess {
   LoomdProcess() = default;
 
   pid_t pid_ = -1;
-  int port_ = 0, admin_port_ = 0, metrics_port_ = 0;
+  int port_ = 0, admin_port_ = 0, metrics_port_ = 0, http_port_ = 0;
   std::string log_path_;
   bool exited_ = false;
   int exit_code_ = -1;

@@ -13,7 +13,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "scheduler/cluster/remote_worker.h"
-#include "scheduler/cluster/worker_test_support.h"
+#include "scheduler/engine/engine_test_support.h"
 #include "tests/e2e/loomd_process.h"
 
 namespace loom::e2e {
